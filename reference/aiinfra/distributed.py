@@ -1,0 +1,164 @@
+"""Run a function on N ranks: the launcher behind every distributed example and test.
+
+``torchrun`` starts one process per rank and sets ``RANK``, ``WORLD_SIZE`` and
+``MASTER_ADDR``/``MASTER_PORT``; :func:`run_distributed` does the same from inside
+Python, so a test or a benchmark can start a small gloo "cluster" on a laptop. Each
+rank runs ``fn(*args)`` after ``init_process_group`` and returns a picklable result;
+the parent gathers them in rank order. A timeout turns a hang (a mismatched
+collective, a rank that died) into an error that names the ranks still running,
+instead of a test suite that never ends.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import pickle
+import queue
+import socket
+import time
+import traceback
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+
+def free_port() -> int:
+    """Return a TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _rank_main(
+    fn: Callable[..., Any],
+    rank: int,
+    world_size: int,
+    port: int,
+    backend: str,
+    timeout: float,
+    threads: int,
+    args: tuple,
+    kwargs: dict,
+    results: mp.Queue,
+) -> None:
+    # The same variables torchrun sets, so code written for torchrun runs unchanged.
+    os.environ.update(
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE=str(world_size),
+        LOCAL_WORLD_SIZE=str(world_size),
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+    )
+    torch.set_num_threads(threads)  # N ranks share the cores of one machine
+    try:
+        if backend == "nccl":
+            torch.cuda.set_device(rank % torch.cuda.device_count())
+        dist.init_process_group(
+            backend,
+            rank=rank,
+            world_size=world_size,
+            # Longer than the parent's deadline, so a hang is reported by the parent
+            # (which names the stuck ranks) rather than by one rank's own timeout.
+            timeout=timedelta(seconds=2 * timeout),
+        )
+        try:
+            out = fn(*args, **kwargs)
+        finally:
+            dist.destroy_process_group()
+        # Pickle here: a tensor sent through the queue as-is would travel in shared
+        # memory, which breaks once this process exits.
+        results.put((rank, True, pickle.dumps(out)))
+    except BaseException:  # noqa: BLE001 - reported to the parent, never swallowed
+        results.put((rank, False, traceback.format_exc()))
+
+
+def run_distributed(
+    fn: Callable[..., Any],
+    world_size: int,
+    *args: Any,
+    backend: str = "gloo",
+    timeout: float = 60.0,
+    threads: int | None = None,
+    **kwargs: Any,
+) -> list[Any]:
+    """Run ``fn(*args, **kwargs)`` on ``world_size`` spawned ranks and gather results.
+
+    Args:
+        fn: a module-level (picklable) function; inside it, ``dist.get_rank()`` and
+            ``dist.get_world_size()`` work as under ``torchrun``.
+        world_size: number of ranks, at least 1.
+        *args: positional arguments passed to ``fn`` on every rank.
+        backend: ``"gloo"`` (CPU) or ``"nccl"`` (one GPU per rank).
+        timeout: seconds for the whole run, start-up included.
+        threads: intra-op threads per rank; default shares the cores evenly.
+        **kwargs: keyword arguments passed to ``fn``.
+
+    Returns:
+        The return values of ``fn``, indexed by rank.
+
+    Raises:
+        ValueError: ``world_size`` < 1, ``timeout`` <= 0, or an unknown ``backend``.
+        RuntimeError: a rank raised; the message holds that rank's traceback.
+        TimeoutError: ranks were still running after ``timeout`` seconds (a hang).
+    """
+    if not isinstance(world_size, int) or world_size < 1:
+        raise ValueError(f"world_size must be an int >= 1, got {world_size!r}")
+    if timeout <= 0:
+        raise ValueError(f"timeout must be > 0 seconds, got {timeout!r}")
+    if backend not in ("gloo", "nccl"):
+        raise ValueError(f"backend must be 'gloo' or 'nccl', got {backend!r}")
+    if threads is None:
+        threads = max(1, (os.cpu_count() or 1) // world_size)
+    ctx = mp.get_context("spawn")
+    results: mp.Queue = ctx.Queue()
+    port = free_port()
+    procs = [
+        ctx.Process(
+            target=_rank_main,
+            args=(fn, r, world_size, port, backend, timeout, threads, args, kwargs,
+                  results),
+            daemon=True,
+        )
+        for r in range(world_size)
+    ]
+    for p in procs:
+        p.start()
+    out: dict[int, Any] = {}
+    deadline = time.monotonic() + timeout
+    try:
+        while len(out) < world_size:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                missing = sorted(set(range(world_size)) - set(out))
+                raise TimeoutError(
+                    f"ranks {missing} of {world_size} still running after {timeout} s "
+                    "(a hang: a mismatched or missing collective?)"
+                )
+            try:
+                rank, ok, payload = results.get(timeout=min(left, 1.0))
+            except queue.Empty:
+                dead = [r for r, p in enumerate(procs)
+                        if r not in out and p.exitcode not in (None, 0)]
+                if dead:
+                    raise RuntimeError(
+                        f"rank {dead[0]} died with exit code {procs[dead[0]].exitcode} "
+                        "before returning a result"
+                    ) from None
+                continue
+            if not ok:
+                raise RuntimeError(f"rank {rank} of {world_size} failed:\n{payload}")
+            out[rank] = pickle.loads(payload)
+    finally:
+        for p in procs:
+            p.join(timeout=5)
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+                p.join()
+        results.close()
+    return [out[r] for r in range(world_size)]

@@ -1,0 +1,27 @@
+"""Test-wide set-up: Triton's interpreter on CPU, a private temp folder, the gpu marker."""
+
+import os
+import pathlib
+import tempfile
+
+# Triton reads TRITON_INTERPRET when a @triton.jit function is defined, so this must
+# run before any test module imports a kernel.
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+# torchrun, spawn and pytest leave files in the temp folder: keep ours apart.
+_TMP = pathlib.Path(__file__).resolve().parents[1] / ".tmp"
+_TMP.mkdir(exist_ok=True)
+os.environ["TMPDIR"] = str(_TMP)
+tempfile.tempdir = str(_TMP)
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+
+def pytest_collection_modifyitems(config, items):
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU; none is present")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
