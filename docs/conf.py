@@ -69,6 +69,8 @@ html_theme_options = {
     "home_page_in_toc": True,
     "use_download_button": False,
 }
+# The top bar already has the search field; the sidebar needs no second one.
+html_sidebars = {"**": ["navbar-logo.html", "icon-links.html", "sbt-sidebar-nav.html"]}
 html_last_updated_fmt = None
 html_copy_source = False
 
@@ -112,7 +114,7 @@ if language.startswith("zh"):
 # ------------------------------------------------------------------ slides
 revealjs_style_theme = "white"
 revealjs_static_path = [str(DOCS / "_static"), _vendor_mathjax()]
-revealjs_css_files = ["slides.css"]
+revealjs_css_files = ["revealjs/plugin/highlight/monokai.css", "slides.css"]
 revealjs_script_conf = {
     "hash": True,
     "slideNumber": "c/t",

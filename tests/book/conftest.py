@@ -1,0 +1,52 @@
+"""Fixtures for the book's own checks: one fresh build of the whole site per test
+run, and a static server for it on 127.0.0.1."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import importlib.util
+import pathlib
+import threading
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
+SITE = ROOT / "build" / "site"
+
+
+def _load_book_tool():
+    spec = importlib.util.spec_from_file_location("book_tool", ROOT / "tools" / "book.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def book_tool():
+    return _load_book_tool()
+
+
+@pytest.fixture(scope="session")
+def site(book_tool) -> pathlib.Path:
+    """Build every edition (book and decks, en and zh_CN) with -W, once per run."""
+    book_tool.build(SITE)  # raises SystemExit on any warning
+    return SITE
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):  # noqa: D102 - keep test output clean
+        pass
+
+
+@pytest.fixture(scope="session")
+def server(site) -> str:
+    """Serve the built site on an ephemeral port of 127.0.0.1; yield its base URL."""
+    handler = functools.partial(_QuietHandler, directory=str(site))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()

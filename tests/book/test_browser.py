@@ -1,0 +1,191 @@
+"""The built site in a real browser (headless Chromium driven by Playwright).
+
+Skipped with a reason where Chromium or Playwright is missing, except under CI
+(``CI=true``), where a missing browser is a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from urllib.parse import urlparse
+
+import pytest
+
+from .conftest import DOCS
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+         "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync"]
+
+try:
+    from playwright.sync_api import sync_playwright
+except ImportError:  # pragma: no cover - depends on the machine
+    sync_playwright = None
+
+_missing = ("playwright is not installed" if sync_playwright is None
+            else "no chromium on PATH (apt-get install chromium)" if not CHROMIUM else "")
+if _missing and os.environ.get("CI") == "true":
+    raise RuntimeError(f"browser checks must run under CI, but {_missing}")
+pytestmark = [pytest.mark.browser,
+              pytest.mark.skipif(bool(_missing), reason=_missing or "ok")]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    # Playwright gives each launch a new, empty profile (its own --user-data-dir).
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+class Page:
+    """A page that records every request and every failed response."""
+
+    def __init__(self, browser):
+        self.page = browser.new_page(viewport={"width": 1280, "height": 800})
+        self.requests: list[str] = []
+        self.failures: list[str] = []
+        self.page.on("request", lambda r: self.requests.append(r.url))
+        self.page.on("requestfailed", lambda r: self.failures.append(f"{r.url} failed"))
+        self.page.on("response", lambda r: r.status >= 400
+                     and self.failures.append(f"{r.url} {r.status}"))
+
+    def foreign_hosts(self) -> set[str]:
+        hosts = {urlparse(u).hostname for u in self.requests
+                 if urlparse(u).scheme in ("http", "https", "ws", "wss")}
+        return hosts - {"127.0.0.1"}
+
+
+@pytest.fixture
+def page(browser):
+    p = Page(browser)
+    yield p
+    p.page.close()
+
+
+# Draw a character on a canvas in the element's font and compare its pixels with
+# those of a character no font has (U+FFFF): equal pixels mean a tofu box.
+TOFU_JS = """(el) => {
+  const font = '40px ' + getComputedStyle(el).fontFamily;
+  const draw = (ch) => {
+    const c = document.createElement('canvas'); c.width = 64; c.height = 64;
+    const g = c.getContext('2d'); g.font = font;
+    g.fillText(ch, 4, 48); return Array.from(g.getImageData(0, 0, 64, 64).data).join();
+  };
+  const tofu = draw('\\uffff');
+  const chars = Array.from(el.textContent).filter(ch => /[\\u4e00-\\u9fff]/.test(ch));
+  return {chars: chars.length, tofu: chars.filter(ch => draw(ch) === tofu)};
+}"""
+
+
+def _first_cjk_heading(page):
+    return page.locator("article h1").first
+
+
+def test_english_page_renders_its_text(page, server):
+    page.page.goto(f"{server}/en/communication/index.html")
+    title = _first_cjk_heading(page.page).inner_text()
+    assert "Collective communication" in title
+    assert page.page.locator("html").get_attribute("lang") == "en"
+    assert page.foreign_hosts() == set(), page.requests
+    assert page.failures == []
+
+
+def test_chinese_page_renders_chinese_glyphs_not_tofu(page, server):
+    page.page.goto(f"{server}/zh_CN/communication/index.html")
+    page.page.wait_for_load_state("networkidle")
+    heading = _first_cjk_heading(page.page)
+    result = heading.evaluate(TOFU_JS)
+    assert result["chars"] >= 2, f"no Chinese heading: {heading.inner_text()!r}"
+    assert result["tofu"] == [], f"rendered as tofu boxes: {result['tofu']}"
+    body = page.page.locator("article").inner_text()
+    assert len(re.findall(r"[\u4e00-\u9fff]", body)) > 50, "the page is not in Chinese"
+    assert page.foreign_hosts() == set(), page.requests
+    assert page.failures == []
+
+
+@pytest.mark.parametrize(("start", "other"), [("en", "zh_CN"), ("zh_CN", "en")])
+def test_language_switch_lands_on_the_counterpart_page(page, server, start, other):
+    page.page.goto(f"{server}/{start}/communication/index.html")
+    page.page.locator("a.aiinfra-lang-switch").first.click()
+    page.page.wait_for_load_state("load")
+    assert page.page.url == f"{server}/{other}/communication/index.html"
+    assert page.page.locator("html").get_attribute("lang") == other.replace("_", "-")
+
+
+def test_math_renders_from_the_site_itself(page, server):
+    page.page.goto(f"{server}/en/notation.html")
+    page.page.wait_for_selector("mjx-container svg", timeout=20_000)
+    assert page.foreign_hosts() == set(), page.requests
+    assert page.failures == []
+
+
+def test_chinese_search_finds_the_chinese_page(page, server):
+    page.page.goto(f"{server}/zh_CN/search.html?q=全归约")
+    page.page.wait_for_selector("#search-results ul.search li", timeout=20_000)
+    links = page.page.locator("#search-results ul.search li a").evaluate_all(
+        "els => els.map(e => e.getAttribute('href'))")
+    assert any("glossary" in h for h in links), links
+
+
+def _expected_slides(deck) -> int:
+    """Slides the deck must have, counted from the rst: the title slide, then for
+    each included section its title slide, one per sub-section, one for key points."""
+    count = 1
+    for name in re.findall(r"^\.\. include:: (\S+)", deck.read_text(encoding="utf-8"), re.M):
+        text = (deck.parent / name).read_text(encoding="utf-8")
+        lines = text.splitlines()
+        for prev, line in zip(lines, lines[1:]):
+            if prev.strip() and re.fullmatch(r"(=+|-+)", line) and len(line) >= len(prev.strip()):
+                count += 1
+        count += text.count(":class: keypoints")
+    return count
+
+
+DECKS = sorted(DOCS.glob("*/slides.rst"))
+
+
+@pytest.mark.parametrize("lang", ["en", "zh_CN"])
+@pytest.mark.parametrize("deck", DECKS, ids=lambda p: p.parent.name)
+def test_deck_initialises_with_all_slides_and_speaker_notes(page, server, deck, lang):
+    chapter = deck.parent.name
+    page.page.goto(f"{server}/slides/{lang}/{chapter}/slides.html")
+    page.page.wait_for_function("window.Reveal && Reveal.isReady()", timeout=20_000)
+    total = page.page.evaluate("Reveal.getTotalSlides()")
+    assert total == _expected_slides(deck)
+    notes = page.page.evaluate(
+        "Reveal.getSlides().map(s => Reveal.getSlideNotes(s) || '').filter(n => n.length > 40).length")
+    assert notes >= total // 3, "most slides should carry the section's prose as notes"
+    book = page.page.locator("a.booklink").first.get_attribute("href")
+    page.page.locator("a.booklink").first.click()
+    page.page.wait_for_load_state("load")
+    assert page.page.url == f"{server}/{lang}/{chapter}/index.html", book
+    assert page.foreign_hosts() == set(), page.requests
+    assert page.failures == []
+
+
+@pytest.mark.parametrize("deck", DECKS, ids=lambda p: p.parent.name)
+def test_no_slide_content_overflows_the_slide(page, server, deck):
+    page.page.goto(f"{server}/slides/en/{deck.parent.name}/slides.html")
+    page.page.wait_for_function("window.Reveal && Reveal.isReady()", timeout=20_000)
+    overflow = page.page.evaluate("""() => {
+      const bad = [];
+      for (const s of Reveal.getSlides()) {
+        const idx = Reveal.getIndices(s); Reveal.slide(idx.h, idx.v);
+        const box = document.querySelector('.reveal .slides').getBoundingClientRect();
+        for (const el of s.querySelectorAll(':scope > pre, :scope > div, :scope > figure, :scope > table, :scope > img')) {
+          const r = el.getBoundingClientRect();
+          if (r.height === 0) continue;
+          if (r.right > box.right + 2 || r.bottom > box.bottom + 2 || r.left < box.left - 2)
+            bad.push((s.querySelector('h1,h2,h3') || {}).textContent + ': ' + el.tagName);
+        }
+      }
+      return bad;
+    }""")
+    assert overflow == []
