@@ -1,0 +1,66 @@
+"""Where the memory of training goes: a calculator, and measurements that check it.
+
+Model states (:mod:`~aiinfra.memory.model_states`, ZeRO's formulas), activations
+(:mod:`~aiinfra.memory.activations`, Korthikanti et al. 2022), parameter counts from
+a ``config.json`` (:mod:`~aiinfra.memory.config`, :mod:`~aiinfra.memory.params`),
+the calculator (:mod:`~aiinfra.memory.calculator`), exact measurement on a CPU
+(:mod:`~aiinfra.memory.measure`, :mod:`~aiinfra.memory.tiny_gpt`) and activation
+checkpointing (:mod:`~aiinfra.memory.checkpoint`, :mod:`~aiinfra.memory.segments`).
+"""
+
+from aiinfra.memory.activations import (
+    activation_bytes_per_layer,
+    saved_activation_terms,
+)
+from aiinfra.memory.calculator import (
+    MemoryEstimate,
+    estimate_memory,
+    memory_report,
+    memory_table,
+)
+from aiinfra.memory.checkpoint import Checkpoint, checkpoint, checkpoint_sequential
+from aiinfra.memory.config import ModelConfig, load_config
+from aiinfra.memory.measure import SavedTensorLog, model_state_bytes
+from aiinfra.memory.model_states import (
+    ModelStateBytes,
+    model_states_bytes,
+    zero_model_states_bytes,
+)
+from aiinfra.memory.params import ParamCount, count_parameters
+from aiinfra.memory.presets import PRESETS, preset
+from aiinfra.memory.segments import (
+    checkpointed_peak_bytes,
+    optimal_segments,
+    segment_sizes,
+    sqrt_rule,
+)
+from aiinfra.memory.tiny_gpt import TinyGPT, TinyGPTConfig
+
+__all__ = [
+    "PRESETS",
+    "Checkpoint",
+    "MemoryEstimate",
+    "ModelConfig",
+    "ModelStateBytes",
+    "ParamCount",
+    "SavedTensorLog",
+    "TinyGPT",
+    "TinyGPTConfig",
+    "activation_bytes_per_layer",
+    "checkpoint",
+    "checkpoint_sequential",
+    "checkpointed_peak_bytes",
+    "count_parameters",
+    "estimate_memory",
+    "load_config",
+    "memory_report",
+    "memory_table",
+    "model_state_bytes",
+    "model_states_bytes",
+    "optimal_segments",
+    "preset",
+    "saved_activation_terms",
+    "segment_sizes",
+    "sqrt_rule",
+    "zero_model_states_bytes",
+]

@@ -1,0 +1,144 @@
+"""Where the memory goes: model states and activations of one training rank.
+
+The per-rank bytes of training a model with mixed-precision Adam are the sum of two
+parts. Model states grow with the parameters: (2 + 2 + K) Psi bytes, divided by the
+tensor-parallel ranks t and, for the parts ZeRO partitions, by the data-parallel
+ranks N_d (:mod:`aiinfra.memory.model_states`). Activations grow with the tokens in
+flight: L layers of Korthikanti et al.'s per-layer bytes for sequence length s and
+micro-batch b (:mod:`aiinfra.memory.activations`). The activation formula is the
+paper's GPT layer (MHA, 4h GELU MLP, dropout); for other architectures it is the
+paper's estimate, not an exact count. Not counted: the embedding and output-layer
+activations, temporary buffers, fragmentation and the framework's own workspace.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aiinfra.memory.activations import activation_bytes_per_layer
+from aiinfra.memory.config import ModelConfig
+from aiinfra.memory.model_states import zero_model_states_bytes
+from aiinfra.memory.params import count_parameters
+from aiinfra.report import Table
+
+GiB = 2**30  # binary: what nvidia-smi and PyTorch report
+GB = 10**9  # decimal: what GPU datasheets print ("H100 80 GB")
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Bytes on one rank, by part.
+
+    Attributes:
+        n_params: Psi, parameters of the whole model.
+        params, grads, optimizer: model states per rank.
+        activations: bytes of activations per rank, all layers.
+    """
+
+    n_params: int
+    params: float
+    grads: float
+    optimizer: float
+    activations: float
+
+    @property
+    def total(self) -> float:
+        """Model states plus activations, bytes per rank."""
+        return self.params + self.grads + self.optimizer + self.activations
+
+
+def estimate_memory(
+    cfg: ModelConfig,
+    seq: int = 4096,
+    micro_batch: int = 1,
+    tp: int = 1,
+    sp: bool = False,
+    recompute: str = "none",
+    zero: int = 0,
+    dp: int = 1,
+) -> MemoryEstimate:
+    """Estimate the training memory of one rank.
+
+    Args:
+        cfg: the model's shape.
+        seq: s, tokens per sequence.
+        micro_batch: b, sequences per micro-batch.
+        tp: t, tensor-parallel ranks; must divide the heads and the KV heads.
+        sp: sequence parallelism (needs ``tp`` to divide ``seq``).
+        recompute: ``"none"``, ``"selective"`` or ``"full"``.
+        zero: ZeRO stage 0-3 over the ``dp`` data-parallel ranks.
+        dp: N_d, data-parallel ranks.
+
+    Returns:
+        Bytes per rank by part.
+
+    Raises:
+        ValueError: a size is not positive, ``tp`` does not divide the heads (or the
+            sequence with ``sp``), or ``zero``/``recompute`` is unknown.
+    """
+    for name, value in [("seq", seq), ("micro_batch", micro_batch), ("tp", tp)]:
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    if cfg.num_kv_heads % tp or cfg.num_heads % tp:
+        raise ValueError(
+            f"tp = {tp} must divide num_heads = {cfg.num_heads} and "
+            f"num_kv_heads = {cfg.num_kv_heads} (heads are split across TP ranks)"
+        )
+    per_layer = activation_bytes_per_layer(
+        seq, micro_batch, cfg.hidden_size, cfg.num_heads, tp, sp, recompute
+    )
+    n_params = count_parameters(cfg).total
+    # Tensor parallelism splits the weights t ways (norms, replicated, are ignored).
+    states = zero_model_states_bytes(n_params // tp, zero, dp)
+    return MemoryEstimate(
+        n_params=n_params,
+        params=states.params,
+        grads=states.grads,
+        optimizer=states.optimizer,
+        activations=cfg.num_layers * per_layer,
+    )
+
+
+def memory_table(est: MemoryEstimate, title: str = "") -> Table:
+    """The estimate as a table in bytes, GiB (2^30) and GB (10^9).
+
+    Args:
+        est: an estimate from :func:`estimate_memory`.
+        title: a line for the note (model and settings).
+
+    Returns:
+        One row per part and a total row.
+    """
+    parts = [
+        ("parameters (bf16)", est.params),
+        ("gradients (bf16)", est.grads),
+        ("optimizer: fp32 master + Adam m, v", est.optimizer),
+        ("activations", est.activations),
+        ("total", est.total),
+    ]
+    rows = [[name, int(b), round(b / GiB, 2), round(b / GB, 2)] for name, b in parts]
+    note = f"{title}; " if title else ""
+    note += (
+        f"Psi = {est.n_params:,} parameters; bytes per GPU; "
+        "GiB = 2^30 bytes, GB = 10^9 bytes."
+    )
+    return Table(columns=["part", "bytes", "GiB", "GB"], rows=rows, note=note)
+
+
+def memory_report(cfg: ModelConfig, **settings: int | bool | str) -> Table:
+    """Estimate and tabulate in one call: what ``aiinfra memory`` prints.
+
+    Args:
+        cfg: the model's shape.
+        **settings: keyword arguments of :func:`estimate_memory` (``seq``,
+            ``micro_batch``, ``tp``, ``sp``, ``recompute``, ``zero``, ``dp``).
+
+    Returns:
+        :func:`memory_table` of the estimate, its note naming model and settings.
+
+    Raises:
+        ValueError: as :func:`estimate_memory`.
+    """
+    est = estimate_memory(cfg, **settings)
+    shown = ", ".join(f"{k}={v}" for k, v in settings.items())
+    return memory_table(est, f"{cfg.name}: {shown}" if shown else cfg.name)

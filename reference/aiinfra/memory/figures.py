@@ -1,0 +1,204 @@
+"""Tables and figures of the memory section, computed when the book is built.
+
+Each function returns an :class:`aiinfra.report.Table` or a matplotlib ``Figure``
+(built without pyplot) for the ``aiinfra-table`` and ``aiinfra-figure`` directives.
+Calculator results come from :mod:`aiinfra.memory.calculator`; measured ones run the
+small experiments of :mod:`aiinfra.memory.experiments` on the CPU in a second or two.
+Units: GiB = 2^30 bytes throughout, said in every note.
+"""
+
+from __future__ import annotations
+
+import torch
+from matplotlib.figure import Figure
+
+from aiinfra.memory.activations import activation_bytes_per_layer
+from aiinfra.memory.calculator import GiB, estimate_memory
+from aiinfra.memory.experiments import (
+    gelu_chain,
+    measure_layers,
+    measure_model_states,
+    measure_segments,
+    predicted_layer_bytes,
+)
+from aiinfra.memory.params import count_parameters
+from aiinfra.memory.presets import PRESETS, preset
+from aiinfra.memory.segments import checkpointed_peak_bytes, sqrt_rule
+from aiinfra.memory.tiny_gpt import TinyGPTConfig
+from aiinfra.report import Table
+
+
+def presets_table() -> Table:
+    """Shape, parameter count and mixed-precision Adam model states of each preset."""
+    rows = []
+    for name in PRESETS:
+        c = preset(name)
+        psi = count_parameters(c).total
+        rows.append(
+            [
+                name,
+                c.hidden_size,
+                c.num_layers,
+                c.num_heads,
+                c.num_kv_heads,
+                c.intermediate_size,
+                c.vocab_size,
+                f"{psi / 1e9:.2f}e9",
+                round(16 * psi / GiB, 1),
+            ]
+        )
+    return Table(
+        columns=["model", "h", "L", "a", "kv heads", "MLP f", "V", "Psi", "16 Psi GiB"],
+        rows=rows,
+        note="Psi counted from the config; 16 Psi = params + grads + Adam states in "
+        "mixed precision, GiB = 2^30 bytes.",
+    )
+
+
+def recompute_table(
+    model: str = "gpt3-175b", s: int = 2048, b: int = 1, t: int = 8
+) -> Table:
+    """Korthikanti et al. Table 2 evaluated for a real model, per GPU.
+
+    Args:
+        model: a preset name.
+        s: sequence length.
+        b: micro-batch size.
+        t: tensor-parallel ranks of the parallel rows.
+
+    Returns:
+        One row per configuration: bytes per layer and GiB for all L layers.
+    """
+    c = preset(model)
+    h, a, n_layers = c.hidden_size, c.num_heads, c.num_layers
+    configs = [
+        ("no parallelism", 1, False, "none"),
+        (f"tensor parallel (t={t})", t, False, "none"),
+        ("tensor + sequence parallel", t, True, "none"),
+        ("tensor parallel + selective recompute", t, False, "selective"),
+        ("tensor + sequence + selective recompute", t, True, "selective"),
+        ("full recompute", t, True, "full"),
+    ]
+    rows = []
+    for label, tp, sp, rc in configs:
+        per_layer = activation_bytes_per_layer(s, b, h, a, tp, sp, rc)
+        rows.append([label, int(per_layer), round(n_layers * per_layer / GiB, 1)])
+    return Table(
+        columns=["configuration", "bytes per layer", f"GiB for {n_layers} layers"],
+        rows=rows,
+        note=f"{model}: s={s}, b={b}, h={h}, a={a}; 16-bit activations; "
+        "GiB = 2^30 bytes.",
+    )
+
+
+def measured_activations_table(
+    s: int = 16, b: int = 2, h: int = 32, a: int = 4
+) -> Table:
+    """One TinyGPT layer: bytes saved for backward, measured against the formula.
+
+    Args:
+        s, b, h, a: sequence, micro-batch, hidden size and heads of the tiny layer.
+
+    Returns:
+        One row per dtype and recompute mode: the paper's Table 2 value (16-bit
+        only), the prediction with LayerNorm statistics, the measurement.
+    """
+    rows = []
+    for dtype in (torch.bfloat16, torch.float32):
+        e = torch.finfo(dtype).bits // 8
+        for rc in ("none", "selective", "full"):
+            cfg = TinyGPTConfig(seq_len=s, n_layer=1, n_head=a, n_embd=h, recompute=rc)
+            measured = measure_layers(cfg, b, dtype).forward_bytes
+            paper = activation_bytes_per_layer(s, b, h, a, recompute=rc)
+            rows.append(
+                [
+                    str(dtype).removeprefix("torch."),
+                    rc,
+                    int(paper) if e == 2 else "-",
+                    predicted_layer_bytes(s, b, h, a, e, rc),
+                    measured,
+                ]
+            )
+    return Table(
+        columns=["dtype", "recompute", "paper Table 2", "predicted", "measured"],
+        rows=rows,
+        note=f"Bytes, one layer, s={s}, b={b}, h={h}, a={a}; predicted = the paper's "
+        "terms at the dtype's element size + LayerNorm mean and 1/std.",
+    )
+
+
+def measured_model_states_table() -> Table:
+    """Model states after one AdamW step, measured against the formula (bytes)."""
+    rows = []
+    for mixed, label in ((False, "fp32 AdamW"), (True, "bf16 + fp32 master AdamW")):
+        measured, formula, n_tensors = measure_model_states(mixed)
+        for part in ("params", "grads", "optimizer"):
+            rows.append([label, part, getattr(formula, part), getattr(measured, part)])
+        rows[-1][2] = f"{formula.optimizer} + 4 x {n_tensors} step counters"
+    return Table(
+        columns=["setting", "part", "formula", "measured"],
+        rows=rows,
+        note="Bytes of a 2-layer TinyGPT; formula (4+4+8) Psi or (2+2+12) Psi.",
+    )
+
+
+def memory_vs_seq_figure(model: str = "llama-3-8b", tp: int = 1) -> Figure:
+    """Model states and activations per GPU against sequence length.
+
+    Args:
+        model: a preset name.
+        tp: tensor-parallel ranks (with sequence parallelism when > 1).
+
+    Returns:
+        A log-log figure in GiB.
+    """
+    c = preset(model)
+    seqs = [2**k for k in range(10, 16)]
+    fig = Figure(figsize=(6.4, 4))
+    ax = fig.add_subplot()
+    states = estimate_memory(c, seq=seqs[0], tp=tp).total
+    states -= estimate_memory(c, seq=seqs[0], tp=tp).activations
+    ax.plot(seqs, [states / GiB] * len(seqs), "k--", label="model states (16 Psi)")
+    for rc in ("none", "selective", "full"):
+        act = [
+            estimate_memory(c, seq=s, tp=tp, sp=tp > 1, recompute=rc).activations
+            for s in seqs
+        ]
+        ax.plot(seqs, [x / GiB for x in act], "o-", label=f"activations, {rc}")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("sequence length s (micro-batch 1)")
+    ax.set_ylabel("GiB per GPU")
+    ax.set_title(f"{model}, Korthikanti et al. formulas")
+    ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+def segments_figure(n_layers: int = 16, width: int = 16, b: int = 4) -> Figure:
+    """Peak saved bytes of a checkpointed chain against the number of segments.
+
+    Args:
+        n_layers: n, Linear + GELU layers in the chain.
+        width: features per layer.
+        b: batch rows.
+
+    Returns:
+        Measured peaks (dots), the exact model (line) and sqrt(n a / c) (dashed).
+    """
+    layers = gelu_chain(n_layers, width)
+    c = 4 * b * width  # fp32 layer input
+    ks = list(range(1, n_layers + 1))
+    measured = [measure_segments(layers, k, b).peak_bytes for k in ks]
+    model = [checkpointed_peak_bytes(n_layers, k, 2 * c, c) for k in ks]
+    fig = Figure(figsize=(6.4, 4))
+    ax = fig.add_subplot()
+    ax.plot(ks, [m / c for m in model], "-", label="model: max_j (j c + size_j a - c)")
+    ax.plot(ks, [m / c for m in measured], "o", label="measured (saved-tensor hooks)")
+    ax.axvline(sqrt_rule(n_layers, 2 * c, c), ls="--", c="gray", label="sqrt(n a / c)")
+    ax.set_xlabel("segments k")
+    ax.set_ylabel("peak saved bytes / c (one layer input)")
+    ax.set_title(f"{n_layers} layers, a = 2c")
+    ax.legend()
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,35 @@
+"""Mixed precision: number formats, dynamic loss scaling, fp32 master weights.
+
+Bit layouts and ranges derived from ``torch.finfo`` (:mod:`~aiinfra.precision.formats`),
+what they do to training numbers (:mod:`~aiinfra.precision.numerics`), a loss scaler
+with ``torch.amp.GradScaler``'s rule (:mod:`~aiinfra.precision.loss_scaler`) and
+master weights (:mod:`~aiinfra.precision.master_weights`), after Micikevicius et al.
+2018.
+"""
+
+from aiinfra.precision.formats import (
+    DTYPES,
+    FloatFormat,
+    finfo_format,
+    float_format,
+    formats_table,
+    ieee_format,
+    to_tf32,
+)
+from aiinfra.precision.loss_scaler import DynamicLossScaler
+from aiinfra.precision.master_weights import MasterWeights
+from aiinfra.precision.numerics import cast, numerics_table
+
+__all__ = [
+    "DTYPES",
+    "DynamicLossScaler",
+    "FloatFormat",
+    "MasterWeights",
+    "cast",
+    "finfo_format",
+    "float_format",
+    "formats_table",
+    "ieee_format",
+    "numerics_table",
+    "to_tf32",
+]

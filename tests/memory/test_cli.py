@@ -1,0 +1,79 @@
+"""``aiinfra memory``: the table, JSON, and a clear error for every bad input."""
+
+import argparse
+import json
+
+import pytest
+from aiinfra.memory import cli
+from aiinfra.memory.calculator import GiB, estimate_memory
+from aiinfra.memory.presets import PRESETS, preset
+
+
+def _run(argv, capsys):
+    parser = argparse.ArgumentParser(prog="aiinfra memory")
+    cli.add_arguments(parser)
+    rc = cli.run(parser.parse_args(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_prints_the_breakdown_with_both_units(capsys):
+    rc, out, err = _run(["--model", "Llama-3-8B", "--seq", "8192"], capsys)
+    assert rc == 0 and err == ""
+    for word in ("parameters", "gradients", "optimizer", "activations", "total"):
+        assert word in out
+    assert "GiB = 2^30 bytes" in out and "GB = 10^9 bytes" in out
+    assert "8,030,261,248" in out
+
+
+def test_json_equals_the_calculator(capsys):
+    argv = ["--model", "llama-3-70b", "--tp", "8", "--sp", "--recompute", "selective"]
+    argv += ["--zero", "1", "--dp", "16", "--json"]
+    rc, out, _ = _run(argv, capsys)
+    table = json.loads(out)
+    total = dict((r[0], r) for r in table["rows"])["total"]
+    est = estimate_memory(
+        preset("llama-3-70b"), 4096, 1, 8, True, "selective", zero=1, dp=16
+    )
+    assert rc == 0 and total[1] == int(est.total)
+    assert total[2] == round(est.total / GiB, 2)
+
+
+def test_reads_a_config_file(tmp_path, capsys):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(PRESETS["gpt2"]))
+    rc, out, _ = _run(["--config", str(path), "--seq", "1024", "--json"], capsys)
+    assert rc == 0 and "124,439,808" in json.loads(out)["note"]
+
+
+@pytest.mark.parametrize(
+    "argv, config, match",
+    [
+        (["--seq", "-5"], None, "--seq must be >= 1"),
+        (["--dp", "0", "--zero", "2"], None, "--dp must be >= 1"),
+        (["--tp", "3"], None, "tp = 3 must divide"),
+        (["--tp", "2", "--sp", "--seq", "1001"], None, "divide s"),
+        ([], {"hidden_size": 64}, "missing the field 'num_hidden_layers'"),
+        ([], {**PRESETS["gpt2"], "n_embd": -768}, "must be positive"),
+        ([], "{not json", "Expecting"),
+        ([], "missing", "No such file"),
+    ],
+)
+def test_bad_input_exits_2_with_a_message(argv, config, match, tmp_path, capsys):
+    if config is None:
+        argv = ["--model", "llama-3-8b", *argv]
+    else:
+        path = tmp_path / "config.json"
+        if config != "missing":
+            path.write_text(config if isinstance(config, str) else json.dumps(config))
+        argv = ["--config", str(path), *argv]
+    rc, out, err = _run(argv, capsys)
+    assert rc == 2 and out == ""
+    assert err.startswith("aiinfra memory: error:") and match in err
+
+
+def test_model_and_config_are_exclusive(capsys):
+    with pytest.raises(SystemExit):
+        _run(["--model", "gpt2", "--config", "x.json"], capsys)
+    with pytest.raises(SystemExit):
+        _run(["--model", "gpt-5"], capsys)

@@ -1,0 +1,61 @@
+"""Model states: ZeRO's formulas, its Figure 1, and bytes weighed after a real step."""
+
+import pytest
+from aiinfra.memory.experiments import measure_model_states
+from aiinfra.memory.model_states import model_states_bytes, zero_model_states_bytes
+
+
+def test_zero_figure_1_numbers():
+    # Rajbhandari et al. 2020, Fig. 1: Psi = 7.5B, N_d = 64, K = 12 gives 120 GB,
+    # 31.4 GB, 16.6 GB and 1.88 GB per device for stages 0 to 3 (GB = 1e9 bytes).
+    psi, nd = 7_500_000_000, 64
+    published = [120, 31.4, 16.6, 1.88]
+    for stage, gb in enumerate(published):
+        total = zero_model_states_bytes(psi, stage, nd).total / 1e9
+        assert total == pytest.approx(gb, abs=0.05)
+
+
+@pytest.mark.parametrize("stage", [0, 1, 2, 3])
+def test_zero_stages_follow_the_section_5_formulas(stage):
+    psi, nd, k = 1000, 8, 12
+    expected = {
+        0: (2 + 2 + k) * psi,
+        1: 4 * psi + k * psi / nd,
+        2: 2 * psi + (2 + k) * psi / nd,
+        3: (2 + 2 + k) * psi / nd,
+    }[stage]
+    parts = zero_model_states_bytes(psi, stage, nd, k)
+    assert parts.total == pytest.approx(expected)
+    assert parts.params + parts.grads + parts.optimizer == parts.total
+
+
+def test_zero_with_one_rank_is_ddp():
+    assert zero_model_states_bytes(10, 3, 1) == zero_model_states_bytes(10, 0, 64)
+    assert model_states_bytes(10).total == 160
+
+
+def test_fp32_adamw_states_weigh_16_bytes_per_parameter_plus_step_counters():
+    measured, formula, n_tensors = measure_model_states(mixed=False)
+    assert (measured.params, measured.grads) == (formula.params, formula.grads)
+    # AdamW keeps a 0-dim fp32 `step` tensor per parameter tensor: 4 bytes each.
+    assert measured.optimizer == formula.optimizer + 4 * n_tensors
+
+
+def test_bf16_with_master_weights_weighs_2_plus_2_plus_12_bytes_per_parameter():
+    measured, formula, n_tensors = measure_model_states(mixed=True)
+    assert formula == model_states_bytes(formula.params // 2)  # (2 + 2 + 12) Psi
+    assert (measured.params, measured.grads) == (formula.params, formula.grads)
+    assert measured.optimizer == formula.optimizer + 4 * n_tensors
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"n_params": 10, "stage": 4, "dp": 2}, "stage"),
+        ({"n_params": 10, "stage": 1, "dp": 0}, "dp"),
+        ({"n_params": -1, "stage": 1, "dp": 2}, "n_params"),
+    ],
+)
+def test_bad_zero_arguments_are_rejected(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        zero_model_states_bytes(**kwargs)
