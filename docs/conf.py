@@ -53,6 +53,9 @@ bibtex_default_style = "plain"
 bibtex_reference_style = "author_year"
 
 autodoc_member_order = "bysource"
+# Inherited docstrings (torch.autograd.Function.forward, ...) cite labels of the
+# PyTorch docs that do not exist here.
+autodoc_inherit_docstrings = False
 autodoc_typehints = "description"
 napoleon_google_docstring = True
 napoleon_numpy_docstring = False

@@ -1,0 +1,299 @@
+"""Figures of the collective-communication chapter, drawn from the code at book build.
+
+Each function returns a :class:`matplotlib.figure.Figure` (no pyplot, no global
+state) sized for a 700-pixel column: the cost model's all-reduce time against message
+size with its crossovers (Thakur, Rabenseifner & Gropp 2005), the same against the
+number of ranks, the semantics of the six collectives as before/after buffers, the
+ring all-reduce schedule (Patarasuk & Yuan 2009) replayed chunk by chunk by
+:func:`simulate_ring_all_reduce`, and measured bus bandwidth from a ``bench`` results
+file. Colour encodes the rank a chunk came from; a dark box holds a full sum.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from matplotlib import colormaps
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
+
+from aiinfra.comm import cost
+from aiinfra.comm.results import load_results
+
+SUM_COLOR = "0.25"  # a chunk that holds every rank's contribution
+ALL_REDUCE = {
+    "ring": cost.ring_all_reduce_time,
+    "recursive doubling": cost.recursive_doubling_all_reduce_time,
+    "Rabenseifner": cost.rabenseifner_all_reduce_time,
+}
+
+# A buffer cell: (the ranks whose data it sums, the chunk index), or None if empty.
+Cell = tuple[frozenset[int], int] | None
+
+
+@dataclass(frozen=True)
+class RingStep:
+    """One step of the ring all-reduce: who sent which chunk, and the state after.
+
+    Args:
+        phase: ``"start"``, ``"reduce-scatter"`` or ``"all-gather"``.
+        step: 1-based step within the phase (0 for the start).
+        sends: ``(src, dst, chunk)`` for each rank's send in this step.
+        held: ``held[r][c]``, the ranks summed into rank r's copy of chunk c.
+    """
+
+    phase: str
+    step: int
+    sends: tuple[tuple[int, int, int], ...]
+    held: tuple[tuple[frozenset[int], ...], ...]
+
+
+def simulate_ring_all_reduce(p: int) -> list[RingStep]:
+    """Replay the ring all-reduce on p ranks of p chunks each, step by step.
+
+    The schedule of :func:`aiinfra.comm.ring_all_reduce`: in reduce-scatter step s
+    (0-based) rank r sends its partial sum of chunk (r - 1 - s) mod p to rank r + 1,
+    which adds its own part; after p - 1 steps rank r holds the full sum of chunk r.
+    In all-gather step s rank r forwards chunk (r - s) mod p, which the receiver
+    copies. All sends of a step happen at once.
+
+    Returns:
+        The start state and the 2(p - 1) steps, in order.
+
+    Raises:
+        ValueError: ``p`` < 1.
+    """
+    if isinstance(p, bool) or not isinstance(p, int) or p < 1:
+        raise ValueError(f"p must be an int >= 1, got {p!r}")
+    held = [[frozenset({r}) for _ in range(p)] for r in range(p)]
+    steps = [RingStep("start", 0, (), tuple(map(tuple, held)))]
+    for phase, offset in (("reduce-scatter", -1), ("all-gather", 0)):
+        for s in range(p - 1):
+            sends = tuple((r, (r + 1) % p, (r + offset - s) % p) for r in range(p))
+            payload = [held[src][c] for src, _, c in sends]  # sent before received
+            for (_, dst, c), data in zip(sends, payload, strict=True):
+                if phase == "reduce-scatter":
+                    assert not held[dst][c] & data, "a contribution summed twice"
+                    held[dst][c] = held[dst][c] | data
+                else:
+                    held[dst][c] = data
+            steps.append(RingStep(phase, s + 1, sends, tuple(map(tuple, held))))
+    return steps
+
+
+def collective_semantics(collective: str, p: int = 4) -> tuple[list, list]:
+    """Buffers of each rank before and after ``collective``, as lists of cells.
+
+    A cell is ``(ranks summed, chunk)``; root is rank 0. Each rank's input to a
+    broadcast, reduce, all-reduce, reduce-scatter or all-to-all is p chunks.
+
+    Raises:
+        ValueError: unknown ``collective``.
+    """
+    full, ranks = frozenset(range(p)), range(p)
+    mine = [[(frozenset({r}), c) for c in range(p)] for r in ranks]
+    summed = [(full, c) for c in range(p)]
+    table = {
+        "broadcast": (
+            [mine[0]] + [[None] * p for _ in range(p - 1)],
+            [mine[0] for _ in ranks],
+        ),
+        "reduce": (mine, [summed] + mine[1:]),
+        "all_reduce": (mine, [summed for _ in ranks]),
+        "reduce_scatter": (mine, [[(full, r)] for r in ranks]),
+        "all_gather": (
+            [[mine[r][r]] for r in ranks],
+            [[mine[c][c] for c in ranks]] * p,
+        ),
+        "all_to_all": (mine, [[mine[j][r] for j in ranks] for r in ranks]),
+    }
+    if collective not in table:
+        raise ValueError(
+            f"collective must be one of {sorted(table)}, got {collective!r}"
+        )
+    return table[collective]
+
+
+def _color(held: frozenset[int] | None, p: int) -> str | tuple:
+    """White if empty, the rank's colour if one rank's data, greyer as sums grow."""
+    if not held:
+        return "white"
+    if len(held) == 1:
+        return colormaps["tab10"](next(iter(held)) % 10)
+    if len(held) == p:
+        return SUM_COLOR
+    return str(round(0.85 - 0.5 * (len(held) - 1) / (p - 1), 3))  # partial sums
+
+
+def _draw_buffers(
+    ax: Axes, buffers: list[list[Cell]], x0: float, p: int, digits: bool
+) -> None:
+    """Rank r's buffer as a row of unit boxes at height p - 1 - r, from x = x0."""
+    for r, row in enumerate(buffers):
+        for i, cell in enumerate(row):
+            held, chunk = cell if cell else (None, None)
+            fill = _color(held, p)
+            ax.add_patch(Rectangle((x0 + i, p - 1 - r), 0.9, 0.9, fc=fill, ec="0.5"))
+            if digits and cell:
+                ink = "white" if held == frozenset(range(p)) else "black"
+                ax.text(
+                    x0 + i + 0.45,
+                    p - 0.55 - r,
+                    chunk,
+                    ha="center",
+                    va="center",
+                    fontsize=7,
+                    color=ink,
+                )
+
+
+def collectives_figure(p: int = 4) -> Figure:
+    """Before and after buffers of the six collectives on p ranks (rank 0 on top)."""
+    fig = Figure(figsize=(7, 4.6), layout="constrained")
+    names = "broadcast reduce all_reduce reduce_scatter all_gather all_to_all".split()
+    for k, (name, ax) in enumerate(zip(names, fig.subplots(3, 2).flat, strict=True)):
+        before, after = collective_semantics(name, p)
+        _draw_buffers(ax, before, 0, p, digits=True)
+        _draw_buffers(ax, after, p + 1.5, p, digits=True)
+        ax.annotate(
+            "", (p + 1.3, p / 2), (p + 0.1, p / 2), arrowprops={"arrowstyle": "->"}
+        )
+        ax.set(xlim=(-0.1, 2 * p + 1.6), ylim=(-0.1, p), aspect="equal")
+        ax.set_title(name.replace("_", "-"), fontsize=9)
+        ax.set_yticks([p - 0.55 - r for r in range(p)], [f"r{r}" for r in range(p)])
+        ax.tick_params(length=0, labelsize=7, labelleft=k % 2 == 0)
+        ax.set_xticks([])
+        for side in ax.spines.values():
+            side.set_visible(False)
+    return fig
+
+
+def ring_schedule_figure(p: int = 4) -> Figure:
+    """The ring all-reduce state after every step; a thick edge marks a received chunk.
+
+    Rows are ranks, columns chunks; the fill darkens as a chunk sums more ranks.
+    """
+    steps = simulate_ring_all_reduce(p)
+    width = len(steps) * (p + 1) + 0.5  # in box units, rank labels included
+    fig = Figure(figsize=(7, 7 * (p + 1) / width), layout="constrained")
+    ax = fig.subplots()
+    for k, st in enumerate(steps):
+        x0 = k * (p + 1)
+        _draw_buffers(
+            ax,
+            [[(h, c) for c, h in enumerate(row)] for row in st.held],
+            x0,
+            p,
+            digits=False,
+        )
+        for _, dst, c in st.sends:
+            ax.add_patch(Rectangle((x0 + c, p - 1 - dst), 0.9, 0.9, fill=False, lw=2))
+        label = "start" if k == 0 else f"{'RS' if k < p else 'AG'} {st.step}"
+        ax.text(x0 + p / 2 - 0.05, p + 0.2, label, ha="center", fontsize=8)
+    for r in range(p):
+        ax.text(-0.2, p - 0.55 - r, f"r{r}", ha="right", va="center", fontsize=7)
+    ax.set(xlim=(-1.3, len(steps) * (p + 1) - 0.8), ylim=(-0.2, p + 0.8))
+    ax.set_aspect("equal")
+    ax.axis("off")
+    return fig
+
+
+def crossover_figure(
+    p: int = 16,
+    link: cost.Link = "ib400",
+    local_size: int = 8,
+    local_link: cost.Link = "nvlink",
+) -> Figure:
+    """All-reduce time against message size (log-log), crossovers marked.
+
+    The flat algorithms pay ``link`` on every step; the hierarchical one pays
+    ``local_link`` inside groups of ``local_size`` ranks and ``link`` between them.
+    """
+    n = np.logspace(10, 31, 64, base=2)  # 1 KiB .. 2 GiB
+    fig = Figure(figsize=(7, 4), layout="constrained")
+    ax = fig.subplots()
+    for label, f in ALL_REDUCE.items():
+        ax.plot(n, [f(x, p, link) * 1e6 for x in n], label=label)
+    hier = [
+        cost.hierarchical_all_reduce_time(x, p, link, local_size, local_link) for x in n
+    ]
+    ax.plot(n, np.array(hier) * 1e6, label=f"hierarchical ({local_size} per node)")
+    for name in ("ring_all_reduce", "rabenseifner_all_reduce"):
+        x = cost.crossover_size("recursive_doubling_all_reduce", name, p, link)
+        if x is not None:  # where recursive doubling stops being the fastest
+            t = cost.recursive_doubling_all_reduce_time(x, p, link)
+            ax.scatter([x], [t * 1e6], color="black", s=20, zorder=3)
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="message size (bytes)",
+        ylabel="time (us)",
+        title=f"all-reduce, p = {p}",
+    )
+    ax.legend(fontsize=8)
+    ax.grid(True, which="major", alpha=0.3)
+    return fig
+
+
+def scaling_figure(
+    sizes: tuple[int, ...] = (8 * 2**10, 64 * 2**20), link: cost.Link = "nvlink"
+) -> Figure:
+    """All-reduce time against the number of ranks p = 2..256, one panel per size.
+
+    Recursive doubling and Rabenseifner jump where p passes a power of two (the fold).
+    """
+    ps = np.arange(2, 257)
+    fig = Figure(figsize=(7, 3.2), layout="constrained")
+    for ax, n in zip(fig.subplots(1, len(sizes), squeeze=False)[0], sizes, strict=True):
+        for label, f in ALL_REDUCE.items():
+            ax.plot(ps, [f(n, int(p), link) * 1e6 for p in ps], label=label)
+        ax.set(xscale="log", yscale="log", xlabel="ranks p")
+        ax.set_title(cost.format_bytes(n), fontsize=10)
+        ax.set_xticks([2, 8, 32, 128], ["2", "8", "32", "128"])
+        ax.grid(True, alpha=0.3)
+    fig.axes[0].set_ylabel("time (us)")
+    fig.axes[0].legend(fontsize=8)
+    return fig
+
+
+def results_figure(path: str | Path) -> Figure:
+    """Measured busbw against size from a ``bench`` results file, one panel per
+    collective, one line per algorithm.
+
+    Raises:
+        FileNotFoundError: no file at ``path`` (the message names the command that
+            writes it).
+        ValueError: the file holds no rows.
+    """
+    results = load_results(path)
+    if not results["rows"]:
+        raise ValueError(f"{path} holds no rows to plot")
+    by: dict[str, dict[str, list[tuple[int, float]]]] = {}
+    for row in results["rows"]:
+        series = by.setdefault(row["collective"], {}).setdefault(row["algorithm"], [])
+        series.append((row["size"], row["busbw"]))
+    cols = min(len(by), 3)
+    fig = Figure(figsize=(7, 2.4 * math.ceil(len(by) / cols)), layout="constrained")
+    axes = fig.subplots(math.ceil(len(by) / cols), cols, squeeze=False).flat
+    for (collective, algs), ax in zip(sorted(by.items()), axes, strict=False):
+        for alg, pts in sorted(algs.items()):
+            x, y = zip(*sorted(pts), strict=True)
+            torch_style = (
+                {"color": "black", "linestyle": "--"} if alg == "torch" else {}
+            )
+            ax.plot(x, y, marker=".", label=alg, **torch_style)
+        ax.set(xscale="log")
+        ax.set_title(collective.replace("_", "-"), fontsize=10)
+        ax.set_xlabel("size (bytes)", fontsize=8)
+        ax.set_ylabel("busbw (GB/s)", fontsize=8)
+        ax.legend(fontsize=6)
+        ax.grid(True, alpha=0.3)
+    for ax in list(axes):
+        ax.remove()  # the unused cells of the grid
+    stamp = results["stamp"]
+    fig.suptitle(f"{stamp['backend']}, {stamp['world_size']} ranks", fontsize=9)
+    return fig

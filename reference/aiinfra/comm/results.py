@@ -1,0 +1,218 @@
+"""nccl-tests' way of reporting a measured collective: bus bandwidth, results files.
+
+A time t for a collective on S bytes is reported, as nccl-tests does
+(``doc/PERFORMANCE.md``), as the algorithm bandwidth algbw = S / t and the bus
+bandwidth busbw = algbw x factor, where the factor, 2(n-1)/n for all-reduce on n
+ranks, (n-1)/n for reduce-scatter, all-gather and all-to-all, 1 for broadcast and
+reduce, scales algbw to the traffic on the busiest link of an optimal algorithm: busbw
+is the number to hold against a link's peak bandwidth, whatever the collective and n.
+S is the whole buffer (the all-gather output, the reduce-scatter input). A results
+file is JSON: the rows of a ``bench`` run and a stamp of where and when they were
+measured (date, CPU or GPU model, versions, never the hostname).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import os
+import platform
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+import aiinfra
+from aiinfra.report import Table
+
+RESULTS_COMMAND = "nox -s bench"  # the session that writes docs/_data/bench/*.json
+
+# nccl-tests doc/PERFORMANCE.md: busbw = algbw x factor, with S the total size.
+BUSBW_FACTORS: dict[str, Callable[[int], float]] = {
+    "all_reduce": lambda n: 2 * (n - 1) / n,
+    "reduce_scatter": lambda n: (n - 1) / n,
+    "all_gather": lambda n: (n - 1) / n,
+    "all_to_all": lambda n: (n - 1) / n,
+    "broadcast": lambda n: 1.0,
+    "reduce": lambda n: 1.0,
+}
+
+
+def busbw_factor(collective: str, n: int) -> float:
+    """The factor that turns algbw into busbw for ``collective`` on ``n`` ranks.
+
+    Raises:
+        ValueError: unknown ``collective`` or ``n`` < 1.
+    """
+    if collective not in BUSBW_FACTORS:
+        raise ValueError(
+            f"collective must be one of {list(BUSBW_FACTORS)}, got {collective!r}"
+        )
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be an int >= 1, got {n!r}")
+    return BUSBW_FACTORS[collective](n)
+
+
+def algbw(size_bytes: float, seconds: float) -> float:
+    """Algorithm bandwidth S / t in GB/s (10^9 bytes per second, as nccl-tests).
+
+    Raises:
+        ValueError: ``size_bytes`` < 0 or ``seconds`` <= 0.
+    """
+    if not 0 <= size_bytes < math.inf:
+        raise ValueError(f"size_bytes must be finite and >= 0, got {size_bytes!r}")
+    if not 0 < seconds < math.inf:
+        raise ValueError(f"seconds must be finite and > 0, got {seconds!r}")
+    return size_bytes / seconds / 1e9
+
+
+def busbw(collective: str, size_bytes: float, seconds: float, n_ranks: int) -> float:
+    """Bus bandwidth in GB/s: algbw times :func:`busbw_factor`, comparable to a link.
+
+    Raises:
+        ValueError: as :func:`algbw` and :func:`busbw_factor`, naming ``n_ranks``.
+    """
+    if isinstance(n_ranks, bool) or not isinstance(n_ranks, int) or n_ranks < 1:
+        raise ValueError(f"n_ranks must be an int >= 1, got {n_ranks!r}")
+    return algbw(size_bytes, seconds) * busbw_factor(collective, n_ranks)
+
+
+def busbw_factor_table(ns: tuple[int, ...] = (2, 4, 8, 16, 64, 1024)) -> Table:
+    """busbw / algbw per collective (rows) and rank count (columns)."""
+    rows = [[c] + [round(busbw_factor(c, n), 4) for n in ns] for c in BUSBW_FACTORS]
+    return Table(
+        ["collective"] + [f"n = {n}" for n in ns],
+        rows,
+        note="busbw = algbw x factor (nccl-tests doc/PERFORMANCE.md)",
+    )
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine_stamp(world_size: int, backend: str) -> dict[str, Any]:
+    """Where and when a result was measured: date (UTC), machine, versions; no host."""
+    cuda = backend == "nccl" and torch.cuda.is_available()
+    return {
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "cpu": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "load_1min": round(os.getloadavg()[0], 2),  # the machine may be shared
+        "gpu": torch.cuda.get_device_name(0) if cuda else None,
+        "os": f"{platform.system()} {platform.machine()}",
+        "world_size": world_size,
+        "backend": backend,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "aiinfra": aiinfra.__version__,
+    }
+
+
+def write_results(
+    path: str | Path,
+    rows: list[dict[str, Any]],
+    stamp: dict[str, Any],
+    config: dict[str, Any],
+) -> Path:
+    """Write ``{"stamp", "config", "rows"}`` as JSON to ``path`` (folders made)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = {"stamp": stamp, "config": config, "rows": rows}
+    path.write_text(json.dumps(doc, indent=1) + "\n")
+    return path
+
+
+def load_results(path: str | Path) -> dict[str, Any]:
+    """Read a results file written by :func:`write_results`.
+
+    Raises:
+        FileNotFoundError: no file at ``path``; the message names the command that
+            writes it.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"no benchmark results at {path}: run `{RESULTS_COMMAND}` (or `aiinfra "
+            f"bench collectives --out {path}`) to measure them"
+        )
+    return json.loads(path.read_text())
+
+
+# Row key -> column header, in nccl-tests' order.
+COLUMNS = {
+    "collective": "collective",
+    "algorithm": "algorithm",
+    "size": "size (B)",
+    "count": "count",
+    "dtype": "dtype",
+    "time_us": "time (us)",
+    "algbw": "algbw (GB/s)",
+    "busbw": "busbw (GB/s)",
+    "wrong": "#wrong",
+}
+
+
+def rows_table(rows: list[dict[str, Any]], note: str = "") -> Table:
+    """The rows as a :class:`~aiinfra.report.Table`, nccl-tests' columns."""
+    return Table(list(COLUMNS.values()), [[r[k] for k in COLUMNS] for r in rows], note)
+
+
+def results_table(
+    path: str | Path,
+    collective: str | None = None,
+    min_bytes: int = 0,
+) -> Table:
+    """A results file as a table whose note is the file's stamp.
+
+    Args:
+        path: a file written by :func:`write_results`.
+        collective: keep only this collective's rows (e.g. ``"all_reduce"``).
+        min_bytes: keep only sizes of at least this many bytes.
+    """
+    results = load_results(path)
+    st = results["stamp"]
+    machine = st["gpu"] or f"{st['cpu']} ({st['cpu_count']} cores)"
+    note = (
+        f"{st['backend']}, {st['world_size']} ranks on {machine}; torch "
+        f"{st['torch']}, aiinfra {st['aiinfra']}; {st['date']}"
+    )
+    rows = [
+        r
+        for r in results["rows"]
+        if (collective is None or r["collective"] == collective)
+        and r["size"] >= min_bytes
+    ]
+    return rows_table(rows, note)
+
+
+def busbw_ratio(
+    path: str | Path, collective: str, algorithm: str, reference: str, size: int
+) -> float:
+    """busbw of ``algorithm`` over that of ``reference`` at ``size`` bytes.
+
+    Raises:
+        ValueError: the file has no row for one of the two at that size.
+    """
+    rows = load_results(path)["rows"]
+    found = {
+        r["algorithm"]: r["busbw"]
+        for r in rows
+        if r["collective"] == collective and r["size"] == size
+    }
+    for name in (algorithm, reference):
+        if name not in found:
+            raise ValueError(
+                f"no {collective} row for algorithm {name!r} at size {size} in {path}"
+            )
+    return found[algorithm] / found[reference]
