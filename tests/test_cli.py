@@ -115,3 +115,14 @@ def test_a_missing_command_exits_2(capsys):
     with pytest.raises(SystemExit) as exit_:
         cli.main(["bench"])
     assert exit_.value.code == 2
+
+
+def test_memory_is_a_one_word_command_of_aiinfra(capsys):
+    assert cli.main(["memory", "--model", "llama-3-8b", "--zero", "3", "--dp", "8"]) == 0
+    out = capsys.readouterr().out
+    assert "zero=3, dp=8" in out and "GiB" in out
+
+
+def test_memory_bad_dp_exits_2(capsys):
+    assert cli.main(["memory", "--model", "llama-3-8b", "--dp", "0"]) == 2
+    assert "dp" in capsys.readouterr().err
