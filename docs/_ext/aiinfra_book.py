@@ -224,6 +224,8 @@ class TableDirective(SphinxDirective):
         out: list[nodes.Node] = [tnode]
         if note:
             para = nodes.paragraph("", note, classes=["aiinfra-table-note"])
+            # Computed text (a stamp, numbers): never a message to translate.
+            para["translatable"] = False
             out.append(para)
         return out
 
