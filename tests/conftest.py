@@ -4,9 +4,13 @@ import os
 import pathlib
 import tempfile
 
+import torch  # noqa: E402 - torch itself does not import triton
+
 # Triton reads TRITON_INTERPRET when a @triton.jit function is defined, so this must
-# run before any test module imports a kernel.
-os.environ.setdefault("TRITON_INTERPRET", "1")
+# run before any test module imports a kernel. Without a GPU, kernels run in
+# Triton's CPU interpreter; with one, they compile.
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 # torchrun, spawn and pytest leave files in the temp folder: keep ours apart.
 _TMP = pathlib.Path(__file__).resolve().parents[1] / ".tmp"
@@ -15,7 +19,6 @@ os.environ["TMPDIR"] = str(_TMP)
 tempfile.tempdir = str(_TMP)
 
 import pytest  # noqa: E402
-import torch  # noqa: E402
 
 
 def pytest_collection_modifyitems(config, items):

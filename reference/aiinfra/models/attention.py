@@ -1,0 +1,218 @@
+"""Multi-head, multi-query and grouped-query attention as one module, with a KV cache.
+
+Multi-head attention (Vaswani et al. 2017) gives each of the ``H`` query heads its own
+key and value head. Multi-query attention (Shazeer 2019) shares one key/value head
+among all of them; grouped-query attention (Ainslie et al. 2023) sits in between:
+``G`` key/value heads, each shared by a group of ``R = H / G`` query heads. One
+parameter, ``n_kv_heads = G``, selects the variant: ``G = H`` is MHA, ``G = 1`` is
+MQA. During decoding the keys and values of past tokens are kept in a
+:class:`KVCache` so that each new token costs one row of attention, not a whole
+forward pass; the cache holds ``2 G D`` numbers per token and layer (DeepSeek-V2,
+Table 1). Notation: ``B`` batch, ``T`` new positions, ``S`` cached positions,
+``D`` head dimension, ``d`` model width.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from aiinfra.models.layers import RotaryEmbedding
+
+
+class KVCache:
+    """Preallocated keys and values of one layer, filled left to right.
+
+    Args:
+        batch_size: ``B``.
+        max_seq_len: capacity in positions.
+        n_kv_heads: ``G``.
+        k_dim: width of a cached key head.
+        v_dim: width of a cached value head (default ``k_dim``).
+        dtype: element type of the buffers.
+        device: where the buffers live.
+    """
+
+    def __init__(
+        self,
+        batch_size: int,
+        max_seq_len: int,
+        n_kv_heads: int,
+        k_dim: int,
+        v_dim: int | None = None,
+        dtype: torch.dtype = torch.float32,
+        device: torch.device | str | None = None,
+    ) -> None:
+        v_dim = k_dim if v_dim is None else v_dim
+        self.k = torch.zeros(
+            batch_size, n_kv_heads, max_seq_len, k_dim, dtype=dtype, device=device
+        )  # (B, G, S_max, D_k)
+        self.v = torch.zeros(
+            batch_size, n_kv_heads, max_seq_len, v_dim, dtype=dtype, device=device
+        )  # (B, G, S_max, D_v)
+        self.max_seq_len = max_seq_len
+        self.length = 0
+
+    def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Append ``T`` new positions and return everything cached so far.
+
+        Args:
+            k: new keys, shape ``(B, G, T, D_k)``.
+            v: new values, shape ``(B, G, T, D_v)``.
+
+        Returns:
+            ``(k, v)`` of all ``S = length`` positions: ``(B, G, S, D_k)``,
+            ``(B, G, S, D_v)``.
+
+        Raises:
+            ValueError: the shapes do not match the cache, or the cache would
+                overflow ``max_seq_len``.
+        """
+        for name, new, buf in (("k", k, self.k), ("v", v, self.v)):
+            fixed = (buf.shape[0], buf.shape[1], buf.shape[3])  # all but T
+            if new.dim() != 4 or (new.shape[0], new.shape[1], new.shape[3]) != fixed:
+                raise ValueError(
+                    f"{name} has shape {tuple(new.shape)}, the cache holds "
+                    f"(B, G, T, D) = ({fixed[0]}, {fixed[1]}, T, {fixed[2]})"
+                )
+        T = k.shape[2]
+        if self.length + T > self.max_seq_len:
+            raise ValueError(
+                f"KV cache overflow: {self.length} cached + {T} new positions > "
+                f"max_seq_len={self.max_seq_len}"
+            )
+        self.k[:, :, self.length : self.length + T] = k
+        self.v[:, :, self.length : self.length + T] = v
+        self.length += T
+        return self.k[:, :, : self.length], self.v[:, :, : self.length]
+
+    def numel_per_token(self) -> int:
+        """Elements held per cached position (summed over batch rows)."""
+        return (self.k.numel() + self.v.numel()) // self.max_seq_len
+
+
+def grouped_attention(
+    q: Tensor, k: Tensor, v: Tensor, start_pos: int = 0, scale: float | None = None
+) -> Tensor:
+    """Causal softmax attention in which ``R = H / G`` query heads share a KV head.
+
+    Query row ``t`` sits at position ``start_pos + t`` and sees keys ``0 ..
+    start_pos + t``. Query head ``h`` uses key/value head ``h // R``, the same
+    convention as ``repeat_interleave`` (and SDPA's ``enable_gqa``).
+
+    Args:
+        q: queries, shape ``(B, H, T, D_k)``.
+        k: keys, shape ``(B, G, S, D_k)``.
+        v: values, shape ``(B, G, S, D_v)``.
+        start_pos: position of the first query (``S - T`` when decoding).
+        scale: score scale; default ``1 / sqrt(D_k)``.
+
+    Returns:
+        The attention output, shape ``(B, H, T, D_v)``.
+    """
+    B, H, T, D = q.shape
+    G, S = k.shape[1], k.shape[2]
+    scale = 1 / math.sqrt(D) if scale is None else scale
+    q = q.view(B, G, H // G, T, D)  # (B, G, R, T, D_k)
+    scores = torch.einsum("bgrtd,bgsd->bgrts", q, k) * scale  # (B, G, R, T, S)
+    pos_q = start_pos + torch.arange(T, device=q.device)  # (T,)
+    visible = torch.arange(S, device=q.device) <= pos_q[:, None]  # (T, S)
+    scores = scores.masked_fill(~visible, float("-inf"))
+    p = torch.softmax(scores.float(), dim=-1).type_as(v)  # (B, G, R, T, S)
+    o = torch.einsum("bgrts,bgse->bgrte", p, v)  # (B, G, R, T, D_v)
+    return o.reshape(B, H, T, v.shape[-1])  # (B, H, T, D_v)
+
+
+class GroupedQueryAttention(nn.Module):
+    """Attention with ``n_heads`` query heads and ``n_kv_heads`` key/value heads.
+
+    Args:
+        d_model: model width ``d``.
+        n_heads: query heads ``H``.
+        n_kv_heads: key/value heads ``G``; ``H`` for MHA, 1 for MQA.
+        head_dim: ``D``; need not equal ``d / H``.
+        max_seq_len: longest sequence (the RoPE table and the default cache size).
+        rope_theta: RoPE base.
+
+    Raises:
+        ValueError: a size is not positive, ``n_heads`` is not divisible by
+            ``n_kv_heads``, or ``head_dim`` is odd (RoPE rotates pairs).
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        n_kv_heads: int,
+        head_dim: int,
+        max_seq_len: int,
+        rope_theta: float = 10000.0,
+    ) -> None:
+        super().__init__()
+        for name, value in (
+            ("d_model", d_model),
+            ("n_heads", n_heads),
+            ("n_kv_heads", n_kv_heads),
+            ("head_dim", head_dim),
+        ):
+            if value <= 0:
+                raise ValueError(f"{name} must be positive, got {value}")
+        if n_heads % n_kv_heads:
+            raise ValueError(
+                f"n_heads ({n_heads}) must be divisible by n_kv_heads ({n_kv_heads})"
+            )
+        if head_dim % 2:
+            raise ValueError(f"head_dim must be even for RoPE, got {head_dim}")
+        self.d_model, self.n_heads, self.n_kv_heads = d_model, n_heads, n_kv_heads
+        self.head_dim, self.max_seq_len = head_dim, max_seq_len
+        self.wq = nn.Linear(d_model, n_heads * head_dim, bias=False)
+        self.wk = nn.Linear(d_model, n_kv_heads * head_dim, bias=False)
+        self.wv = nn.Linear(d_model, n_kv_heads * head_dim, bias=False)
+        self.wo = nn.Linear(n_heads * head_dim, d_model, bias=False)
+        self.rope = RotaryEmbedding(head_dim, max_seq_len, rope_theta)
+
+    def new_cache(
+        self,
+        batch_size: int,
+        max_seq_len: int | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> KVCache:
+        """An empty cache shaped for this layer (``G`` heads of width ``D``)."""
+        return KVCache(
+            batch_size,
+            max_seq_len or self.max_seq_len,
+            self.n_kv_heads,
+            self.head_dim,
+            dtype=dtype or self.wq.weight.dtype,
+            device=self.wq.weight.device,
+        )
+
+    def forward(self, x: Tensor, cache: KVCache | None = None) -> Tensor:
+        """Attend causally over ``x`` (and, with a cache, over all earlier tokens).
+
+        Args:
+            x: hidden states of ``T`` new tokens, shape ``(B, T, d)``.
+            cache: this layer's cache; the new keys and values are appended to it.
+
+        Returns:
+            Shape ``(B, T, d)``.
+
+        Raises:
+            ValueError: ``x`` is not ``(B, T, d)``, the cache does not fit this
+                layer or would overflow, or positions run past the RoPE table.
+        """
+        if x.dim() != 3 or x.shape[-1] != self.d_model:
+            raise ValueError(f"x must be (B, T, {self.d_model}), got {tuple(x.shape)}")
+        B, T, _ = x.shape
+        H, G, D = self.n_heads, self.n_kv_heads, self.head_dim
+        start = 0 if cache is None else cache.length
+        q = self.wq(x).view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)
+        k = self.wk(x).view(B, T, G, D).transpose(1, 2)  # (B, G, T, D)
+        v = self.wv(x).view(B, T, G, D).transpose(1, 2)  # (B, G, T, D)
+        q, k = self.rope(q, start), self.rope(k, start)
+        if cache is not None:
+            k, v = cache.update(k, v)  # (B, G, S, D) with S = start + T
+        o = grouped_attention(q, k, v, start)  # (B, H, T, D)
+        return self.wo(o.transpose(1, 2).reshape(B, T, H * D))  # (B, T, d)

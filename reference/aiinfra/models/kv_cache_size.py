@@ -1,0 +1,143 @@
+"""KV cache size per token of real models: the formulas, checked by filling caches.
+
+Decoding keeps the keys and values of every past token. DeepSeek-V2 (DeepSeek-AI
+2024, Table 1) gives the elements cached per token: ``2 n_h d_h l`` for MHA,
+``2 n_g d_h l`` for GQA, ``2 d_h l`` for MQA and ``(d_c + d_h^R) l`` for MLA, with
+``l`` layers, ``n_h`` heads, ``n_g`` KV groups of width ``d_h``, and MLA's latent
+``d_c`` and RoPE key ``d_h^R``. :func:`measured_elements_per_token` checks each
+formula against the caches of this package: it builds attention layers with a model's
+real head counts and widths (the model width ``d`` does not enter the cache, so it is
+shrunk to 16), runs a few tokens through them and counts what the caches hold.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from aiinfra.models.config import PUBLISHED_CONFIGS, ModelConfig, published_config
+from aiinfra.models.transformer import make_attention
+from aiinfra.report import Table
+
+GIB = 2**30
+
+
+def attention_kind(c: ModelConfig) -> str:
+    """``"MLA"``, ``"MHA"`` (``n_g = n_h``), ``"MQA"`` (``n_g = 1``) or ``"GQA"``."""
+    if c.is_mla:
+        return "MLA"
+    if c.n_kv_heads == c.n_heads:
+        return "MHA"
+    return "MQA" if c.n_kv_heads == 1 else "GQA"
+
+
+def elements_per_token(c: ModelConfig) -> int:
+    """Elements cached per token over all layers (DeepSeek-V2, Table 1).
+
+    MHA and MQA are GQA with ``n_g = n_h`` and ``n_g = 1``.
+    """
+    if c.is_mla:
+        return (c.kv_lora_rank + c.rope_head_dim) * c.n_layers  # (d_c + d_h^R) l
+    return 2 * c.n_kv_heads * c.head_dim * c.n_layers  # 2 n_g d_h l
+
+
+def measured_elements_per_token(
+    c: ModelConfig, n_layers: int = 2, seq_len: int = 4
+) -> int:
+    """Elements per token and layer held by real caches after a short prefill.
+
+    Args:
+        c: the model; its head counts and widths are kept, ``d_model`` is shrunk.
+        n_layers: how many layers to build (one at a time, to bound memory).
+        seq_len: tokens run through each layer; the caches hold exactly these.
+
+    Returns:
+        Elements held by all the caches, divided by ``seq_len * n_layers``.
+    """
+    narrow = dataclasses.replace(
+        c, d_model=16, q_lora_rank=min(c.q_lora_rank, 16), max_seq_len=seq_len
+    )
+    held = 0
+    for _ in range(n_layers):
+        attn = make_attention(narrow)
+        cache = attn.new_cache(batch_size=1, max_seq_len=seq_len)
+        with torch.no_grad():
+            attn(torch.randn(1, seq_len, narrow.d_model), cache)
+        held += cache.k.numel() + cache.v.numel()
+        del attn  # the up-projections of MLA's 128 heads are the bulk
+    return held // (seq_len * n_layers)
+
+
+def equivalent_gqa_groups(c: ModelConfig) -> float:
+    """The ``n_g`` of a GQA with the same cache: ``elements / (2 d_h l)``.
+
+    DeepSeek-V2 (Table 1) states 2.25 for MLA with ``d_c = 4 d_h``,
+    ``d_h^R = d_h / 2``.
+    """
+    return elements_per_token(c) / (2 * c.head_dim * c.n_layers)
+
+
+def mha_to_cache_ratio(name: str) -> float:
+    """How many times smaller the cache of ``name`` is than MHA's ``2 n_h d_h l``."""
+    c = published_config(name)
+    return 2 * c.n_heads * c.head_dim * c.n_layers / elements_per_token(c)
+
+
+def kv_cache_table(
+    names: tuple[str, ...] = tuple(PUBLISHED_CONFIGS),
+    bytes_per_element: int = 2,
+    context: int = 128 * 1024,
+    measure: bool = True,
+) -> Table:
+    """KV cache per token of released models, by formula and measured per layer.
+
+    Args:
+        names: keys of :data:`~aiinfra.models.config.PUBLISHED_CONFIGS`.
+        bytes_per_element: 2 for a bf16/fp16 cache.
+        context: tokens of one sequence, for the last column.
+        measure: also fill real caches (:func:`measured_elements_per_token`).
+
+    Returns:
+        One row per model.
+    """
+    rows = []
+    for name in names:
+        c = published_config(name)
+        n = elements_per_token(c)
+        measured = measured_elements_per_token(c) if measure else ""
+        rows.append(
+            [
+                name,
+                attention_kind(c),
+                c.n_layers,
+                n // c.n_layers,
+                measured,
+                n,
+                round(equivalent_gqa_groups(c), 2),
+                round(n * bytes_per_element / 1024, 1),
+                round(n * bytes_per_element * context / GIB, 1),
+            ]
+        )
+    note = (
+        f"Elements from DeepSeek-V2 Table 1; measured = elements held per token "
+        f"and layer by this package's caches. KiB and GiB (2^30 bytes) at "
+        f"{bytes_per_element} bytes per element; the last column is one sequence of "
+        f"{context} tokens (Mistral-7B's 4096-token sliding window would cap its "
+        "cache at 4096 tokens)."
+    )
+    return Table(
+        [
+            "model",
+            "attention",
+            "layers",
+            "per layer (formula)",
+            "per layer (measured)",
+            "elements / token",
+            "equivalent n_g",
+            "KiB / token",
+            "GiB / sequence",
+        ],
+        rows,
+        note,
+    )

@@ -1,0 +1,115 @@
+"""The per-token building blocks of a Llama-style decoder: RMSNorm, RoPE, SwiGLU.
+
+RMSNorm (Zhang & Sennrich 2019, Eq. 4) rescales a vector by its root mean square,
+``x / sqrt(mean(x^2) + eps) * g``: LayerNorm without the mean subtraction and bias.
+Rotary position embedding (Su et al. 2021, "RoFormer", Eq. 34) rotates each pair
+``(x_{2i}, x_{2i+1})`` of a query or key by the angle ``m theta_i`` with
+``theta_i = base^(-2i/D)``, so that the dot product of a query at position ``m`` and
+a key at position ``n`` depends only on ``m - n``. SwiGLU (Shazeer 2020, Eq. 6)
+is the gated MLP ``W_2 (SiLU(W_1 x) * W_3 x)``. Notation: ``T`` positions, ``D`` the
+rotated width, ``d`` the model width, ``d_ff`` the MLP width.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+class RMSNorm(nn.Module):
+    """Root-mean-square normalization with a learned gain ``g`` (no bias).
+
+    Args:
+        dim: size of the last dimension ``d``.
+        eps: added to the mean square, for stability.
+    """
+
+    def __init__(self, dim: int, eps: float = 1e-5) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))  # g, (d,)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Normalize ``x`` of shape ``(..., d)``; the statistic is taken in >= fp32."""
+        x32 = x.to(torch.promote_types(x.dtype, torch.float32))
+        rms_inv = torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)  # (..., 1)
+        return (x32 * rms_inv).type_as(x) * self.weight
+
+
+class RotaryEmbedding(nn.Module):
+    """Rotate consecutive pairs of features by position-dependent angles (RoPE).
+
+    The cosines and sines of ``m theta_i`` are tabulated once for positions
+    ``0 .. max_seq_len - 1`` in float64, then stored in float32.
+
+    Args:
+        dim: rotated width ``D`` (even).
+        max_seq_len: number of positions in the table.
+        theta: the base of the frequencies (10000 in RoFormer, 500000 in Llama 3).
+
+    Raises:
+        ValueError: ``dim`` is odd or not positive, or ``max_seq_len`` < 1.
+    """
+
+    def __init__(self, dim: int, max_seq_len: int, theta: float = 10000.0) -> None:
+        super().__init__()
+        if dim <= 0 or dim % 2:
+            raise ValueError(f"RoPE dim must be even and positive, got {dim}")
+        if max_seq_len < 1:
+            raise ValueError(f"max_seq_len must be >= 1, got {max_seq_len}")
+        self.dim, self.max_seq_len = dim, max_seq_len
+        i = torch.arange(0, dim, 2, dtype=torch.float64)  # 2i, (D/2,)
+        theta_i = theta ** (-i / dim)  # (D/2,)
+        m = torch.arange(max_seq_len, dtype=torch.float64)  # (T_max,)
+        angles = torch.outer(m, theta_i)  # m theta_i, (T_max, D/2)
+        self.register_buffer("cos", angles.cos().float(), persistent=False)
+        self.register_buffer("sin", angles.sin().float(), persistent=False)
+
+    def forward(self, x: Tensor, start_pos: int = 0) -> Tensor:
+        """Rotate ``x`` whose positions are ``start_pos .. start_pos + T - 1``.
+
+        Args:
+            x: queries or keys, shape ``(..., T, D)``.
+            start_pos: position of the first row (the KV cache length in decoding).
+
+        Returns:
+            The rotated tensor, same shape and dtype as ``x``.
+
+        Raises:
+            ValueError: the last dimension is not ``D``, or the positions run past
+                the table (``start_pos + T > max_seq_len``).
+        """
+        T, D, dtype = x.shape[-2], x.shape[-1], x.dtype
+        if D != self.dim:
+            raise ValueError(f"x has last dimension {D}, RoPE was built for {self.dim}")
+        if start_pos < 0 or start_pos + T > self.max_seq_len:
+            raise ValueError(
+                f"positions {start_pos}..{start_pos + T - 1} exceed the RoPE table "
+                f"(max_seq_len={self.max_seq_len})"
+            )
+        cos = self.cos[start_pos : start_pos + T]  # (T, D/2)
+        sin = self.sin[start_pos : start_pos + T]  # (T, D/2)
+        x = x.to(torch.promote_types(x.dtype, torch.float32))  # rotate in fp32 or wider
+        x1, x2 = x.unflatten(-1, (D // 2, 2)).unbind(-1)  # (..., T, D/2) each
+        rotated = torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
+        return rotated.flatten(-2).to(dtype)  # (..., T, D)
+
+
+class SwiGLU(nn.Module):
+    """The gated MLP of PaLM and Llama: ``W_2 (SiLU(W_1 x) * W_3 x)``.
+
+    Args:
+        d_model: input and output width ``d``.
+        d_ff: hidden width; three matrices of ``d x d_ff`` parameters.
+    """
+
+    def __init__(self, d_model: int, d_ff: int) -> None:
+        super().__init__()
+        self.w1 = nn.Linear(d_model, d_ff, bias=False)  # gate
+        self.w3 = nn.Linear(d_model, d_ff, bias=False)  # up
+        self.w2 = nn.Linear(d_ff, d_model, bias=False)  # down
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Apply the MLP to ``x`` of shape ``(..., d)``; returns ``(..., d)``."""
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))  # (..., d_ff) -> (..., d)

@@ -1,0 +1,209 @@
+"""Multi-head latent attention (MLA) of DeepSeek-V2/V3, and its absorbed decode path.
+
+MLA (DeepSeek-AI 2024, "DeepSeek-V2", Sec. 2.1, Eqs. 9-19) compresses the keys and
+values of a token jointly into one latent ``c^KV = W^DKV h`` of width ``d_c`` and
+caches that latent instead of ``n_h`` keys and values; each head recovers its key
+``W^UK c^KV`` and value ``W^UV c^KV``. Queries are compressed the same way
+(``c^Q = W^DQ h``, ``q^C = W^UQ c^Q``) to save activation memory in training. RoPE
+does not commute with the up-projections, so position enters through a decoupled
+key ``k^R = RoPE(W^KR h)`` of width ``d_h^R``, shared by all heads and cached next to
+the latent, and a per-head query ``q^R = RoPE(W^QR c^Q)``: ``(d_c + d_h^R)`` numbers
+per token and layer. When decoding, ``W^UK`` can be absorbed into the query and
+``W^UV`` into the output projection (Sec. 2.1.2), so attention runs over the cached
+latents directly, as multi-query attention with one head of width ``d_c + d_h^R``.
+Notation: ``H = n_h`` heads of width ``d_h``; ``B, T, S`` as in ``attention``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from aiinfra.models.attention import KVCache, grouped_attention
+from aiinfra.models.layers import RMSNorm, RotaryEmbedding
+
+
+class LatentKVCache(KVCache):
+    """MLA's cache: the latent ``c^KV`` (in ``k``) and the RoPE key (in ``v``).
+
+    Both are stored as a single shared "head", shapes ``(B, 1, S_max, d_c)`` and
+    ``(B, 1, S_max, d_h^R)``; ``update(c_kv, k_rope)`` appends to them.
+    """
+
+    def __init__(
+        self,
+        batch_size: int,
+        max_seq_len: int,
+        kv_lora_rank: int,
+        rope_head_dim: int,
+        dtype: torch.dtype = torch.float32,
+        device: torch.device | str | None = None,
+    ) -> None:
+        super().__init__(
+            batch_size,
+            max_seq_len,
+            1,
+            kv_lora_rank,
+            rope_head_dim,
+            dtype=dtype,
+            device=device,
+        )
+
+
+class MultiHeadLatentAttention(nn.Module):
+    """MLA with a naive path (:meth:`forward`) and an absorbed one for decoding.
+
+    Args:
+        d_model: model width ``d``.
+        n_heads: heads ``n_h``.
+        head_dim: ``d_h``, the width of a head's content query, key and value.
+        kv_lora_rank: ``d_c``, the width of the cached latent.
+        q_lora_rank: ``d_c'``, the width of the query latent; 0 for full-rank queries.
+        rope_head_dim: ``d_h^R``, the width of the decoupled RoPE query and key.
+        max_seq_len: longest sequence (the RoPE table and the default cache size).
+        rope_theta: RoPE base.
+        norm_eps: epsilon of the RMSNorms on the latents (as in DeepSeek's code).
+
+    Raises:
+        ValueError: a width is not positive (``q_lora_rank`` may be 0), or
+            ``rope_head_dim`` is odd.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        head_dim: int,
+        kv_lora_rank: int,
+        q_lora_rank: int,
+        rope_head_dim: int,
+        max_seq_len: int,
+        rope_theta: float = 10000.0,
+        norm_eps: float = 1e-6,
+    ) -> None:
+        super().__init__()
+        for name, value in (
+            ("d_model", d_model),
+            ("n_heads", n_heads),
+            ("head_dim", head_dim),
+            ("kv_lora_rank", kv_lora_rank),
+            ("rope_head_dim", rope_head_dim),
+        ):
+            if value <= 0:
+                raise ValueError(f"{name} must be positive, got {value}")
+        if q_lora_rank < 0:
+            raise ValueError(f"q_lora_rank must be >= 0, got {q_lora_rank}")
+        if rope_head_dim % 2:
+            raise ValueError(
+                f"rope_head_dim must be even for RoPE, got {rope_head_dim}"
+            )
+        H, d_h, d_c, d_r = n_heads, head_dim, kv_lora_rank, rope_head_dim
+        self.d_model, self.n_heads, self.head_dim = d_model, H, d_h
+        self.kv_lora_rank, self.rope_head_dim, self.max_seq_len = d_c, d_r, max_seq_len
+        d_q = q_lora_rank or d_model  # uncompressed queries read h directly
+        self.w_dq = (
+            nn.Linear(d_model, d_q, bias=False) if q_lora_rank else nn.Identity()
+        )
+        self.q_norm = RMSNorm(d_q, norm_eps) if q_lora_rank else nn.Identity()
+        self.w_uq = nn.Linear(d_q, H * d_h, bias=False)  # W^UQ
+        self.w_qr = nn.Linear(d_q, H * d_r, bias=False)  # W^QR
+        self.w_dkv = nn.Linear(d_model, d_c, bias=False)  # W^DKV
+        self.kv_norm = RMSNorm(d_c, norm_eps)
+        self.w_kr = nn.Linear(d_model, d_r, bias=False)  # W^KR
+        self.w_uk = nn.Linear(d_c, H * d_h, bias=False)  # W^UK
+        self.w_uv = nn.Linear(d_c, H * d_h, bias=False)  # W^UV
+        self.w_o = nn.Linear(H * d_h, d_model, bias=False)  # W^O
+        self.rope = RotaryEmbedding(d_r, max_seq_len, rope_theta)
+        self.scale = 1 / math.sqrt(d_h + d_r)  # a head's score spans both parts
+
+    def new_cache(
+        self,
+        batch_size: int,
+        max_seq_len: int | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> LatentKVCache:
+        """An empty cache for this layer: ``d_c + d_h^R`` numbers per position."""
+        w = self.w_dkv.weight
+        return LatentKVCache(
+            batch_size,
+            max_seq_len or self.max_seq_len,
+            self.kv_lora_rank,
+            self.rope_head_dim,
+            dtype=dtype or w.dtype,
+            device=w.device,
+        )
+
+    def _project(self, x: Tensor, start: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """Queries ``q^C, q^R`` and the cacheable ``c^KV, k^R`` of new tokens."""
+        if x.dim() != 3 or x.shape[-1] != self.d_model:
+            raise ValueError(f"x must be (B, T, {self.d_model}), got {tuple(x.shape)}")
+        B, T, _ = x.shape
+        H, d_h, d_r = self.n_heads, self.head_dim, self.rope_head_dim
+        c_q = self.q_norm(self.w_dq(x))  # (B, T, d_c')
+        q_c = self.w_uq(c_q).view(B, T, H, d_h).transpose(1, 2)  # (B, H, T, d_h)
+        q_r = self.w_qr(c_q).view(B, T, H, d_r).transpose(1, 2)  # (B, H, T, d_h^R)
+        c_kv = self.kv_norm(self.w_dkv(x)).unsqueeze(1)  # (B, 1, T, d_c)
+        k_r = self.w_kr(x).unsqueeze(1)  # (B, 1, T, d_h^R)
+        return q_c, self.rope(q_r, start), c_kv, self.rope(k_r, start)
+
+    def forward(self, x: Tensor, cache: LatentKVCache | None = None) -> Tensor:
+        """Naive MLA: up-project every cached latent to per-head keys and values.
+
+        Args:
+            x: hidden states of ``T`` new tokens, shape ``(B, T, d)``.
+            cache: this layer's latent cache; the new latents are appended to it.
+
+        Returns:
+            Shape ``(B, T, d)``.
+
+        Raises:
+            ValueError: ``x`` is not ``(B, T, d)``, the cache does not fit or would
+                overflow, or positions run past the RoPE table.
+        """
+        start = 0 if cache is None else cache.length
+        q_c, q_r, c_kv, k_r = self._project(x, start)
+        if cache is not None:
+            c_kv, k_r = cache.update(c_kv, k_r)  # (B, 1, S, d_c), (B, 1, S, d_h^R)
+        B, H, T, d_h = q_c.shape
+        S = c_kv.shape[2]
+        k_c = self.w_uk(c_kv[:, 0]).view(B, S, H, d_h).transpose(1, 2)  # (B, H, S, d_h)
+        v = self.w_uv(c_kv[:, 0]).view(B, S, H, d_h).transpose(1, 2)  # (B, H, S, d_h)
+        q = torch.cat([q_c, q_r], dim=-1)  # (B, H, T, d_h + d_h^R)
+        k = torch.cat([k_c, k_r.expand(B, H, S, -1)], dim=-1)  # (B, H, S, d_h + d_h^R)
+        o = grouped_attention(q, k, v, start, scale=self.scale)  # (B, H, T, d_h)
+        return self.w_o(o.transpose(1, 2).reshape(B, T, H * d_h))  # (B, T, d)
+
+    def forward_absorbed(self, x: Tensor, cache: LatentKVCache) -> Tensor:
+        """MLA with ``W^UK`` absorbed into the query and ``W^UV`` into the output.
+
+        Per head, ``q^C . (W^UK c^KV) = (W^UK^T q^C) . c^KV`` and
+        ``W^O_h W^UV_h (sum_s p_s c^KV_s)`` equals the naive output, so no key or value
+        is ever up-projected: the score and the weighted sum run over the cached
+        latents. The products are taken in this order, as in DeepSeek-V3's
+        inference code, rather than by merging ``W^UQ W^UK`` into one matrix,
+        which would hold ``n_h d_c' d_c`` numbers instead of ``n_h d_h (d_c' + d_c)``.
+
+        Args:
+            x: hidden states of ``T`` new tokens, shape ``(B, T, d)``.
+            cache: this layer's latent cache (required: it is what attention reads).
+
+        Returns:
+            Shape ``(B, T, d)``, equal to :meth:`forward` up to rounding.
+
+        Raises:
+            ValueError: as :meth:`forward`.
+        """
+        start = cache.length
+        q_c, q_r, c_kv, k_r = self._project(x, start)
+        c_kv, k_r = cache.update(c_kv, k_r)  # (B, 1, S, d_c), (B, 1, S, d_h^R)
+        B, H, T, d_h = q_c.shape
+        w_uk = self.w_uk.weight.view(H, d_h, self.kv_lora_rank)  # W^UK per head
+        w_uv = self.w_uv.weight.view(H, d_h, self.kv_lora_rank)  # W^UV per head
+        q_latent = torch.einsum("bhtd,hdc->bhtc", q_c, w_uk)  # (B, H, T, d_c)
+        q = torch.cat([q_latent, q_r], dim=-1)  # (B, H, T, d_c + d_h^R)
+        k = torch.cat([c_kv, k_r], dim=-1)  # (B, 1, S, d_c + d_h^R): one shared head
+        o_latent = grouped_attention(q, k, c_kv, start, scale=self.scale)  # (B,H,T,d_c)
+        o = torch.einsum("bhtc,hdc->bthd", o_latent, w_uv)  # (B, T, H, d_h)
+        return self.w_o(o.reshape(B, T, H * d_h))  # (B, T, d)

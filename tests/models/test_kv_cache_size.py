@@ -1,0 +1,56 @@
+"""KV cache per token: DeepSeek-V2 Table 1 against caches filled by real layers."""
+
+import pytest
+from aiinfra.models.config import PUBLISHED_CONFIGS, ModelConfig, published_config
+from aiinfra.models.kv_cache_size import (
+    attention_kind,
+    elements_per_token,
+    equivalent_gqa_groups,
+    kv_cache_table,
+    measured_elements_per_token,
+    mha_to_cache_ratio,
+)
+
+
+@pytest.mark.parametrize("name", PUBLISHED_CONFIGS)
+def test_formula_equals_what_real_caches_hold(name):
+    c = published_config(name)
+    assert measured_elements_per_token(c) * c.n_layers == elements_per_token(c)
+
+
+def test_deepseek_v2_figures():
+    # DeepSeek-V2 (Sec. 2.1.4, Table 1): d_c = 4 d_h = 512, d_h^R = d_h / 2 = 64;
+    # the MLA cache equals that of GQA with 2.25 groups; MHA would hold
+    # 2 n_h d_h = 32768 elements per token and layer.
+    c = published_config("DeepSeek-V2")
+    assert elements_per_token(c) == (512 + 64) * 60
+    assert equivalent_gqa_groups(c) == 2.25
+    assert mha_to_cache_ratio("DeepSeek-V2") == 2 * 128 * 128 / 576
+
+
+def test_llama3_8b_caches_128_kib_per_token_in_bf16():
+    assert elements_per_token(published_config("Llama-3-8B")) * 2 == 128 * 1024
+
+
+@pytest.mark.parametrize(
+    "kwargs, kind, per_layer",
+    [
+        ({}, "MHA", 2 * 4 * 16),
+        ({"n_kv_heads": 2}, "GQA", 2 * 2 * 16),
+        ({"n_kv_heads": 1}, "MQA", 2 * 16),
+        ({"kv_lora_rank": 24, "rope_head_dim": 8}, "MLA", 24 + 8),
+    ],
+)
+def test_each_kind_of_attention_is_measured_as_the_formula(kwargs, kind, per_layer):
+    c = ModelConfig(**kwargs)  # 4 heads of 16
+    assert attention_kind(c) == kind
+    assert elements_per_token(c) == per_layer * c.n_layers
+    assert measured_elements_per_token(c, n_layers=3, seq_len=5) == per_layer
+
+
+def test_table_lists_every_model_with_matching_columns():
+    table = kv_cache_table()
+    assert [r[0] for r in table.rows] == list(PUBLISHED_CONFIGS)
+    for row in table.rows:
+        assert row[3] == row[4]  # per layer: formula == measured
+    assert kv_cache_table(names=("Mistral-7B",), measure=False).rows[0][4] == ""

@@ -1,0 +1,80 @@
+"""The decoder-only Transformer: causal, decodes with caches, ties its head, learns."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from aiinfra.models.config import ModelConfig
+from aiinfra.models.mla import MultiHeadLatentAttention
+from aiinfra.models.transformer import Transformer
+
+CONFIGS = {
+    "gqa": ModelConfig(n_kv_heads=2, max_seq_len=16),
+    "mla": ModelConfig(
+        kv_lora_rank=16, q_lora_rank=24, rope_head_dim=8, max_seq_len=16
+    ),
+}
+
+
+def make(name: str) -> Transformer:
+    torch.manual_seed(0)
+    return Transformer(CONFIGS[name]).double()
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_logits_at_a_position_ignore_later_tokens(name):
+    model = make(name)
+    tokens = torch.randint(256, (2, 10))
+    changed = tokens.clone()
+    changed[:, 6:] = (changed[:, 6:] + 1) % 256
+    torch.testing.assert_close(model(tokens)[:, :6], model(changed)[:, :6])
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_decoding_with_caches_equals_the_full_forward(name):
+    model = make(name)
+    tokens = torch.randint(256, (2, 12))
+    caches = model.new_caches(batch_size=2)
+    out = [model(tokens[:, :5], caches)] + [
+        model(tokens[:, t : t + 1], caches) for t in range(5, 12)
+    ]
+    torch.testing.assert_close(torch.cat(out, dim=1), model(tokens))
+
+
+def test_the_config_selects_mla():
+    assert isinstance(make("mla").blocks[0].attn, MultiHeadLatentAttention)
+
+
+def test_a_tied_head_is_the_embedding_matrix():
+    tied = Transformer(ModelConfig(tie_embeddings=True))
+    untied = Transformer(ModelConfig())
+    assert tied.head.weight is tied.embed.weight
+    n_tied = sum(p.numel() for p in tied.parameters())
+    n_untied = sum(p.numel() for p in untied.parameters())
+    assert n_untied - n_tied == 256 * 64  # one V x d matrix fewer
+
+
+def test_a_tiny_model_learns_a_repeated_sequence():
+    torch.manual_seed(0)
+    config = ModelConfig(vocab_size=16, d_model=32, d_ff=64, n_layers=1, max_seq_len=32)
+    model = Transformer(config)
+    tokens = torch.arange(16).repeat(2).unsqueeze(0)  # (1, 32): 0..15, 0..15
+    opt = torch.optim.AdamW(model.parameters(), lr=2e-2)
+    losses = []
+    for _ in range(10):
+        logits = model(tokens[:, :-1])
+        loss = F.cross_entropy(logits.flatten(0, 1), tokens[:, 1:].flatten())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.25 * losses[0]
+
+
+def test_bad_inputs_are_rejected():
+    model = make("gqa")
+    with pytest.raises(ValueError, match=r"tokens must be \(B, T\)"):
+        model(torch.zeros(5, dtype=torch.long))
+    with pytest.raises(ValueError, match="exceed the RoPE table"):
+        model(torch.zeros(1, 17, dtype=torch.long))
+    with pytest.raises(ValueError, match="caches has 1 entries, the model has 2"):
+        model(torch.zeros(1, 3, dtype=torch.long), model.new_caches(1)[:1])
