@@ -22,6 +22,7 @@ import torch
 
 from aiinfra.comm import bench, cost, results
 from aiinfra.memory import cli as memory_cli
+from aiinfra.models import bench as attention_bench
 
 
 def parse_size(text: str) -> int:
@@ -195,6 +196,13 @@ COMMANDS: list[Command] = [
         "alpha-beta-gamma cost of collective algorithms",
         add_comm_cost,
         run_comm_cost,
+    ),
+    (
+        "bench",
+        "attention",
+        "time and memory of naive, tiled, Triton and SDPA attention",
+        attention_bench.add_arguments,
+        attention_bench.run,
     ),
     (
         "memory",
