@@ -286,6 +286,8 @@ def prose_to_notes(app: Sphinx, doctree: nodes.document, docname: str) -> None:
         for child in list(section.children):
             if _is_keypoints(child) or _has_booklink(child):
                 continue
+            if "aiinfra-table-note" in child.get("classes", []):
+                continue  # a table's stamp stays under its table
             if isinstance(child, PROSE) or isinstance(child, nodes.admonition):
                 # Speaker notes are plain text; keep paragraphs apart.
                 notes.append(child.astext())
@@ -314,6 +316,56 @@ def prose_to_notes(app: Sphinx, doctree: nodes.document, docname: str) -> None:
         adm["classes"].append("keypoints-slide")
         slide += adm
         host += slide
+    for section in list(doctree.findall(nodes.section)):
+        _one_visual_per_slide(section)
+
+
+def _section_depth(section: nodes.section) -> int:
+    depth, p = 0, section
+    while isinstance(p, nodes.section):
+        depth, p = depth + 1, p.parent
+    return depth
+
+
+def is_visual(node: nodes.Node) -> bool:
+    """A block that fills a slide: code, a figure or a table."""
+    if isinstance(node, nodes.literal_block | nodes.figure | nodes.table):
+        return True
+    return isinstance(node, nodes.container) and any(
+        True for _ in node.findall(nodes.literal_block)
+    )
+
+
+def _one_visual_per_slide(section: nodes.section) -> None:
+    """Give each code block, figure or table after the first a slide of its own,
+    under the same title, so that nothing runs off the bottom of a slide."""
+    body = [c for c in section.children[1:] if not isinstance(c, nodes.section)]
+    if sum(is_visual(c) for c in body) < 2 or not isinstance(section[0], nodes.title):
+        return
+    chunks: list[list[nodes.Node]] = [[]]
+    for child in body:
+        if is_visual(child) and any(is_visual(c) for c in chunks[-1]):
+            chunks.append([])
+        chunks[-1].append(child)
+    new = []
+    for chunk in chunks[1:]:
+        slide = nodes.section("", ids=[f"{section['ids'][0] if section['ids'] else 's'}"
+                                       f"-{len(new) + 2}"])
+        slide += section[0].deepcopy()
+        for child in chunk:
+            section.remove(child)
+            slide += child
+        new.append(slide)
+    if _section_depth(section) >= 3:  # a vertical slide: continue beside it
+        parent = section.parent
+        at = parent.index(section) + 1
+        for k, slide in enumerate(new):
+            parent.insert(at + k, slide)
+    else:  # a stack's first slide: continue as the stack's next vertical slides
+        at = section.first_child_matching_class(nodes.section)
+        at = len(section) if at is None else at
+        for k, slide in enumerate(new):
+            section.insert(at + k, slide)
 
 
 # ---------------------------------------------------------------- html context

@@ -134,16 +134,21 @@ def test_chinese_search_finds_the_chinese_page(page, server):
     assert any("glossary" in h for h in links), links
 
 
+VISUAL = re.compile(
+    r"^\.\. (literalinclude|code-block|aiinfra-figure|aiinfra-table|figure|list-table"
+    r"|csv-table|table)::", re.M)
+
+
 def _expected_slides(deck) -> int:
-    """Slides the deck must have, counted from the rst: the title slide, then for
-    each included section its title slide, one per sub-section, one for key points."""
+    """Slides the deck must have, counted from the rst alone: the title slide; for
+    each section and sub-section one slide per code block, figure or table (at least
+    one); one slide per key-points list."""
     count = 1
     for name in re.findall(r"^\.\. include:: (\S+)", deck.read_text(encoding="utf-8"), re.M):
         text = (deck.parent / name).read_text(encoding="utf-8")
-        lines = text.splitlines()
-        for prev, line in zip(lines, lines[1:]):
-            if prev.strip() and re.fullmatch(r"(=+|-+)", line) and len(line) >= len(prev.strip()):
-                count += 1
+        # Split at every title (a line underlined with = or -).
+        blocks = re.split(r"^.+\n(?:=+|-+)\n", text, flags=re.M)[1:]
+        count += sum(max(1, len(VISUAL.findall(b))) for b in blocks)
         count += text.count(":class: keypoints")
     return count
 
@@ -174,10 +179,12 @@ def test_deck_initialises_with_all_slides_and_speaker_notes(page, server, deck, 
 def test_no_slide_content_overflows_the_slide(page, server, deck):
     page.page.goto(f"{server}/slides/en/{deck.parent.name}/slides.html")
     page.page.wait_for_function("window.Reveal && Reveal.isReady()", timeout=20_000)
-    overflow = page.page.evaluate("""() => {
+    overflow = page.page.evaluate("""async () => {
       const bad = [];
+      Reveal.configure({transition: 'none', backgroundTransition: 'none'});
       for (const s of Reveal.getSlides()) {
         const idx = Reveal.getIndices(s); Reveal.slide(idx.h, idx.v);
+        await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
         const box = document.querySelector('.reveal .slides').getBoundingClientRect();
         for (const el of s.querySelectorAll(':scope > pre, :scope > div, :scope > figure, :scope > table, :scope > img')) {
           const r = el.getBoundingClientRect();
