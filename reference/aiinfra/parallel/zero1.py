@@ -1,0 +1,182 @@
+"""ZeRO stage 1 (P_os): each rank keeps the optimizer states of 1/N of the parameters.
+
+Mixed-precision Adam keeps 2 + 2 + K = 16 bytes per parameter on every data-parallel
+rank: a 16-bit parameter and gradient, and K = 12 bytes of fp32 master parameter,
+momentum and variance. The update of parameter i needs only the states of i, so ZeRO
+(Rajbhandari et al. 2020, Sec. 5.1) cuts the flat parameter vector into N shards:
+rank r keeps the fp32 states of shard r only (K Psi / N bytes), reduce-scatters the
+gradient to receive the sum over ranks for its shard, updates it, and all-gathers the
+updated parameters. A reduce-scatter plus an all-gather is what an all-reduce does
+anyway, so the step still moves 2 Psi elements per rank, like DDP. Each module's own
+parameters form one *unit*, flattened into a buffer padded to N S elements so that any
+Psi_u works (the layout FSDP uses, Zhao et al. 2023; stages 2 and 3 need units).
+Notation: Psi parameters (Psi_u in unit u), N ranks, S = ceil(Psi_u / N) per shard.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from aiinfra.memory.model_states import ModelStateBytes
+from aiinfra.parallel.ddp_naive import broadcast_parameters, check_replicas
+
+
+def module_units(module: nn.Module) -> list[tuple[nn.Module, list[nn.Parameter]]]:
+    """Return ``(submodule, its own trainable parameters)`` for each module with some.
+
+    Raises:
+        ValueError: a parameter is shared by two modules (tied weights).
+    """
+    units, seen = [], set()
+    for sub in module.modules():
+        params = [p for p in sub.parameters(recurse=False) if p.requires_grad]
+        if any(p in seen for p in params):
+            raise ValueError(f"module: a parameter of {type(sub).__name__} is shared")
+        seen.update(params)
+        if params:
+            units.append((sub, params))
+    return units
+
+
+def storage_bytes(tensors: list[torch.Tensor]) -> int:
+    """Bytes of the distinct storages behind ``tensors``: what the rank really holds."""
+    storages = {t.untyped_storage().data_ptr(): t.untyped_storage() for t in tensors}
+    return sum(s.nbytes() for s in storages.values())
+
+
+class FlatUnit:
+    """One module's parameters, as views into one flat buffer padded to N shards.
+
+    Args:
+        module: the module that owns ``params``.
+        params: its trainable parameters; afterwards each ``p.data`` is a view of
+            :attr:`data` in ``dtype``.
+        rank: this rank r in the group.
+        world_size: N.
+        dtype: dtype of the parameters and gradients that forward/backward use.
+    """
+
+    def __init__(self, module: nn.Module, params: list[nn.Parameter], rank: int,
+                 world_size: int, dtype: torch.dtype):  # fmt: skip
+        self.module, self.params = module, params
+        self.shapes = [p.shape for p in params]
+        self.numel = sum(p.numel() for p in params)  # Psi_u
+        self.shard_numel = -(-self.numel // world_size)  # S = ceil(Psi_u / N)
+        self.padded_numel = self.shard_numel * world_size  # N S
+        self.shard = slice(rank * self.shard_numel, (rank + 1) * self.shard_numel)
+        self.data = torch.zeros(self.padded_numel, dtype=dtype)  # (N S,) padding = 0
+        for p, view in zip(params, self.views(self.data), strict=True):
+            view.copy_(p.detach())
+            p.data = view  # forward and backward now read the flat buffer
+        self.grad: torch.Tensor | None = None  # (N S,) or (S,), set by the stage
+
+    def views(self, flat: torch.Tensor) -> list[torch.Tensor]:
+        """Cut a (N S,) buffer into one view per parameter, shaped like it."""
+        out, offset = [], 0
+        for shape in self.shapes:
+            n = shape.numel()
+            out.append(flat[offset : offset + n].view(shape))
+            offset += n
+        return out
+
+
+class Zero1:
+    """ZeRO stage 1: AdamW whose fp32 states cover only this rank's shards.
+
+    Usage: ``loss.backward(); zero.step(); zero.zero_grad()``.
+
+    Args:
+        module: the replica: its parameters are overwritten by rank 0's and moved
+            into flat buffers of ``param_dtype``.
+        group: the data-parallel process group (``None``: the world).
+        param_dtype: dtype of parameters and gradients (``torch.bfloat16`` for the
+            paper's mixed precision; ``torch.float32`` to compare with plain AdamW).
+        lr, betas, eps, weight_decay: as in ``torch.optim.AdamW``.
+
+    Raises:
+        ValueError: ``param_dtype`` is not a floating-point dtype, an AdamW argument
+            is out of range, or see :func:`check_replicas` and :func:`module_units`.
+    """
+
+    def __init__(self, module: nn.Module, group: dist.ProcessGroup | None = None, *,
+                 param_dtype: torch.dtype = torch.float32, lr: float = 1e-3,
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 1e-2):  # fmt: skip
+        if not (isinstance(param_dtype, torch.dtype) and param_dtype.is_floating_point):
+            raise ValueError(f"param_dtype must be a float dtype, got {param_dtype!r}")
+        for name, value in [("lr", lr), ("eps", eps), ("weight_decay", weight_decay)]:
+            if not value >= 0:
+                raise ValueError(f"{name} must be >= 0, got {value!r}")
+        if not (len(betas) == 2 and all(0 <= b < 1 for b in betas)):
+            raise ValueError(f"betas must be two numbers in [0, 1), got {betas!r}")
+        units = module_units(module)  # every check above runs before any collective
+        self.module = module
+        self.comm = check_replicas(module, group)
+        broadcast_parameters(module, self.comm)
+        self.comm.reset()
+        n_ranks, rank = self.comm.world_size, self.comm.rank
+        self.units = [FlatUnit(m, ps, rank, n_ranks, param_dtype) for m, ps in units]
+        # The fp32 master copy of this rank's shards, one after the other: the only
+        # tensor AdamW sees, so its momentum and variance are sharded too.
+        shards = [u.data[u.shard].float() for u in self.units]
+        self.master = nn.Parameter(torch.cat(shards))  # (sum_u S,)
+        self.optimizer = torch.optim.AdamW(
+            [self.master], lr=lr, betas=betas, eps=eps, weight_decay=weight_decay
+        )
+        self._init_gradients()
+
+    def _init_gradients(self) -> None:
+        """Stage 1: a full gradient buffer per unit; autograd accumulates into it."""
+        for u in self.units:
+            u.grad = torch.zeros_like(u.data)  # (N S,)
+            for p, g in zip(u.params, u.views(u.grad), strict=True):
+                p.grad = g
+
+    def _master_shards(self, flat: torch.Tensor) -> list[torch.Tensor]:
+        """Cut a (sum_u S,) tensor into each unit's (S,) shard."""
+        return list(flat.split([u.shard_numel for u in self.units]))
+
+    def reduce_gradients(self) -> None:
+        """Put the mean over ranks of this rank's gradient shards in master.grad."""
+        self.master.grad = torch.empty_like(self.master)  # fp32, lives during step
+        for u, g in zip(self.units, self._master_shards(self.master.grad), strict=True):
+            shard = torch.empty(u.shard_numel, dtype=u.grad.dtype)  # (S,)
+            self.comm.reduce_scatter(shard, u.grad)  # (N S,) summed -> my (S,)
+            g.copy_(shard)
+        self.master.grad.div_(self.comm.world_size)
+
+    def publish_parameters(self) -> None:
+        """Stage 1: all-gather every unit's updated shards into its flat buffer."""
+        for u, m in zip(
+            self.units, self._master_shards(self.master.detach()), strict=True
+        ):
+            self.comm.all_gather(u.data, m.to(u.data.dtype))  # (S,) -> (N S,)
+
+    @torch.no_grad()
+    def step(self) -> None:
+        """Reduce-scatter gradients, update this rank's shard, share the result."""
+        self.reduce_gradients()
+        self.optimizer.step()
+        self.master.grad = None  # K = 12 bytes/param: no fp32 gradient between steps
+        self.publish_parameters()
+
+    def zero_grad(self) -> None:
+        """Zero the gradient buffers in place (they stay the parameters' ``.grad``)."""
+        for u in self.units:
+            u.grad.zero_()
+
+    def full_parameters(self) -> list[torch.Tensor]:
+        """A copy of every trainable parameter, full size, in ``module_units`` order."""
+        return [v.clone() for u in self.units for v in u.views(u.data)]
+
+    def model_state_bytes(self) -> ModelStateBytes:
+        """Bytes this rank holds now, counted from the storages of real tensors."""
+        states = [t for s in self.optimizer.state.values() for t in s.values()]
+        moments = [t for t in states if t.numel() == self.master.numel()]
+        return ModelStateBytes(
+            params=storage_bytes([u.data for u in self.units]),
+            grads=storage_bytes([u.grad for u in self.units]),
+            optimizer=storage_bytes([self.master, *moments]),  # K = 4 + 4 + 4
+        )

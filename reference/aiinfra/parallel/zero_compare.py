@@ -1,0 +1,166 @@
+"""Our ZeRO against DeepSpeed and FSDP2: one model, one data stream, one loss curve.
+
+A ZeRO stage changes where the model states live, not what the optimizer computes, so
+every stage of every implementation must follow the loss curve of one process that
+trains on the whole batch, up to float rounding. We train the toy model of
+:mod:`aiinfra.parallel.toy` with AdamW in fp32 four ways on the same ranks: our stages
+1-3, DeepSpeed's (``deepspeed.initialize`` with ``zero_optimization.stage``; Rasley et
+al. 2020), PyTorch's ``fully_shard`` (FSDP2, which shards like stage 3; Zhao et al.
+2023) and one process. DeepSpeed clips the gradient norm to 1.0 unless told otherwise
+(``gradient_clipping`` defaults to 1.0 in 0.19), so the comparison turns clipping off.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Sequence
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from aiinfra.distributed import run_distributed
+from aiinfra.parallel.toy import mlp, rank_share, regression_batches
+from aiinfra.parallel.zero1 import Zero1
+from aiinfra.parallel.zero2 import Zero2
+from aiinfra.parallel.zero3 import Zero3
+
+STAGES = {1: Zero1, 2: Zero2, 3: Zero3}
+WIDTHS = (6, 7, 9, 3)  # 151 parameters in units of 49, 72 and 30: not divisible by 4
+ADAMW = {"lr": 1e-2, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.1}
+Batches = list[tuple[torch.Tensor, torch.Tensor]]
+
+
+def _local_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """MSE of this rank's share of the batch (the world's mean of them is the loss)."""
+    rank, n_ranks = dist.get_rank(), dist.get_world_size()
+    return nn.functional.mse_loss(
+        model(rank_share(x, rank, n_ranks)), rank_share(y, rank, n_ranks)
+    )
+
+
+def train_one_process(widths: Sequence[int], batches: Batches) -> list[float]:
+    """Plain AdamW on the whole batch, in this process only: the ground truth."""
+    model = mlp(widths)
+    optimizer = torch.optim.AdamW(model.parameters(), **ADAMW)
+    losses = []
+    for x, y in batches:
+        loss = nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        losses.append(loss.item())
+    return losses
+
+
+def train_ours(stage: int, widths: Sequence[int], batches: Batches) -> list[float]:
+    """Our ZeRO ``stage`` (1-3); returns this rank's local losses."""
+    model = mlp(widths)
+    zero = STAGES[stage](model, **ADAMW)
+    losses = []
+    for x, y in batches:
+        loss = _local_loss(model, x, y)
+        loss.backward()
+        zero.step()
+        zero.zero_grad()
+        losses.append(loss.item())
+    return losses
+
+
+def train_deepspeed(stage: int, widths: Sequence[int], batches: Batches) -> list[float]:
+    """DeepSpeed ZeRO ``stage`` with a plain ``torch.optim.AdamW`` (no fused kernel)."""
+    import deepspeed  # optional: imported only where this comparison runs
+
+    model = mlp(widths)
+    config = {
+        "train_micro_batch_size_per_gpu": len(batches[0][0]) // dist.get_world_size(),
+        "gradient_accumulation_steps": 1,
+        "gradient_clipping": 0.0,  # DeepSpeed's default is 1.0
+        "zero_optimization": {"stage": stage},
+        "zero_allow_untested_optimizer": True,  # a client optimizer, wrapped as is
+        "steps_per_print": 2**31,
+    }
+    engine, *_ = deepspeed.initialize(
+        model=model,
+        optimizer=torch.optim.AdamW(model.parameters(), **ADAMW),
+        config=config,
+        dist_init_required=False,  # the gloo group of run_distributed
+    )
+    losses = []
+    for x, y in batches:
+        loss = _local_loss(engine, x, y)
+        engine.backward(loss)
+        engine.step()
+        losses.append(loss.item())
+    engine.destroy()
+    return losses
+
+
+def train_fsdp2(widths: Sequence[int], batches: Batches) -> list[float]:
+    """PyTorch's ``fully_shard`` on each layer, then on the root (FSDP2)."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    model = mlp(widths)
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+    for layer in model:
+        if isinstance(layer, nn.Linear):
+            fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    optimizer = torch.optim.AdamW(model.parameters(), **ADAMW)
+    losses = []
+    for x, y in batches:
+        loss = _local_loss(model, x, y)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        losses.append(loss.item())
+    return losses
+
+
+def rank_losses(widths: Sequence[int], n_steps: int, batch: int) -> dict[str, list]:
+    """Run on every rank: each implementation's local loss per step, by name."""
+    batches = regression_batches(n_steps, batch, widths[0], widths[-1])
+    out = {"one process": train_one_process(widths, batches)}
+    for stage in STAGES:
+        out[f"ours ZeRO-{stage}"] = train_ours(stage, widths, batches)
+    if importlib.util.find_spec("deepspeed") is not None:
+        for stage in STAGES:
+            out[f"DeepSpeed ZeRO-{stage}"] = train_deepspeed(stage, widths, batches)
+    out["FSDP2 fully_shard"] = train_fsdp2(widths, batches)
+    return out
+
+
+def compare_losses(
+    world_size: int = 2,
+    widths: Sequence[int] = WIDTHS,
+    n_steps: int = 6,
+    batch: int = 24,
+    timeout: float = 240.0,
+) -> dict[str, list[float]]:
+    """Per-step loss of the whole batch for each implementation, on spawned ranks.
+
+    Args:
+        world_size: N gloo ranks.
+        widths: the toy model's layer widths.
+        n_steps: optimizer steps.
+        batch: global batch B, divisible by ``world_size``.
+        timeout: seconds for the whole run.
+
+    Returns:
+        ``{name: [loss per step]}``; a sharded run's loss is the mean of its ranks'.
+
+    Raises:
+        ValueError: ``batch`` is not divisible by ``world_size``, or ``n_steps`` < 1.
+    """
+    if batch % world_size:
+        raise ValueError(f"batch={batch} is not divisible by world_size={world_size}")
+    if n_steps < 1:
+        raise ValueError(f"n_steps must be >= 1, got {n_steps}")
+    per_rank = run_distributed(
+        rank_losses, world_size, tuple(widths), n_steps, batch, timeout=timeout
+    )
+    return {
+        name: [sum(r[name][i] for r in per_rank) / world_size for i in range(n_steps)]
+        for name in per_rank[0]
+    }
