@@ -86,8 +86,32 @@ def lint(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Run the benchmarks and write their stamped results under docs/_data/bench/."""
     install(session, "docs")
+    session.install(DEEPSPEED)
     backend = "nccl" if os.environ.get("AIINFRA_BACKEND") == "nccl" else "gloo"
-    session.run("aiinfra", "bench", "collectives", "--world-size", "4",
-                "--backend", backend,
-                "--out", f"docs/_data/bench/collectives-{backend}.json",
-                *session.posargs)
+    out = ROOT / "docs" / "_data" / "bench"
+    session.run(
+        "aiinfra",
+        "bench",
+        "collectives",
+        "--world-size",
+        "4",
+        "--backend",
+        backend,
+        "--out",
+        str(out / f"collectives-{backend}.json"),
+        *session.posargs,
+    )
+    env = {"TORCH_EXTENSIONS_DIR": str(ROOT / ".torch_extensions")}
+    session.run(
+        "aiinfra",
+        "bench",
+        "ddp",
+        "--world-size",
+        "2",
+        "--out",
+        str(out / "ddp-gloo.json"),
+        env=env,
+    )
+    session.run(
+        "aiinfra", "bench", "zero", "--out", str(out / "zero-gloo.json"), env=env
+    )

@@ -57,6 +57,8 @@ autodoc_member_order = "bysource"
 # PyTorch docs that do not exist here.
 autodoc_inherit_docstrings = False
 autodoc_typehints = "description"
+# Two packages define a ModelConfig: qualified names keep the links unambiguous.
+autodoc_typehints_format = "fully-qualified"
 napoleon_google_docstring = True
 napoleon_numpy_docstring = False
 
@@ -66,8 +68,11 @@ html_title = "AI Infrastructure" if language == "en" else "AI 基础设施"
 html_static_path = [str(DOCS / "_static")]
 html_css_files = ["book.css"]
 html_theme_options = {
-    "article_header_end": ["lang-switch.html", "deck-link.html",
-                           "article-header-buttons.html"],
+    "article_header_end": [
+        "lang-switch.html",
+        "deck-link.html",
+        "article-header-buttons.html",
+    ],
     "show_toc_level": 2,
     "home_page_in_toc": True,
     "use_download_button": False,
@@ -105,8 +110,9 @@ def _glossary_dict() -> str:
     text = (DOCS / "glossary.rst").read_text(encoding="utf-8")
     terms = sorted(set(re.findall(r"^ {3}([^\s].*[\u4e00-\u9fff].*)$", text, re.M)))
     _JIEBA_DICT.parent.mkdir(parents=True, exist_ok=True)
-    _JIEBA_DICT.write_text("".join(f"{t.strip()} 1000 n\n" for t in terms),
-                           encoding="utf-8")
+    _JIEBA_DICT.write_text(
+        "".join(f"{t.strip()} 1000 n\n" for t in terms), encoding="utf-8"
+    )
     return str(_JIEBA_DICT)
 
 

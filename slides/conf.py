@@ -1,11 +1,13 @@
 """Sphinx configuration of the slide decks (sphinx-revealjs), both languages.
 
 The decks are built from the book's own sources (``docs/``): this file loads the
-book's configuration and narrows it to the deck documents, ``docs/<chapter>/slides.rst``,
-each of which includes its chapter's sections. Because a deck lives in its chapter's
-folder, gettext finds its messages in the same per-chapter catalogue as the book.
+book's configuration and narrows it to the deck documents,
+``docs/<chapter>/slides.rst``, each of which includes its chapter's sections.
+Because a deck lives in its chapter's folder, gettext finds its messages in the same
+per-chapter catalogue as the book.
 
-Build: ``sphinx-build -b revealjs -c slides docs build/site/slides/en`` (``nox -s book``).
+Build: ``nox -s book``, or
+``sphinx-build -b revealjs -c slides docs build/site/slides/en``.
 """
 
 import pathlib
@@ -20,5 +22,12 @@ exclude_patterns = ["_build", "_generated", "locale"]
 include_patterns = ["decks.rst", "*/slides.rst"]
 # Decks hold a subset of the book: references into pages that are not decks (the
 # glossary, other sections) stay plain text here; the book build checks them.
-suppress_warnings = ["config.cache", "ref.term", "ref.doc", "ref.ref", "toc.excluded",
-                     "toc.not_readable", "bibtex.key_not_found"]
+suppress_warnings = [
+    "config.cache",
+    "ref.term",
+    "ref.doc",
+    "ref.ref",
+    "toc.excluded",
+    "toc.not_readable",
+    "bibtex.key_not_found",
+]

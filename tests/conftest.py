@@ -1,4 +1,4 @@
-"""Test-wide set-up: Triton's interpreter on CPU, a private temp folder, the gpu marker."""
+"""Test-wide set-up: Triton on CPU, a private temp folder, the gpu marker."""
 
 import os
 import pathlib

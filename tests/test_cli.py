@@ -118,7 +118,9 @@ def test_a_missing_command_exits_2(capsys):
 
 
 def test_memory_is_a_one_word_command_of_aiinfra(capsys):
-    assert cli.main(["memory", "--model", "llama-3-8b", "--zero", "3", "--dp", "8"]) == 0
+    assert (
+        cli.main(["memory", "--model", "llama-3-8b", "--zero", "3", "--dp", "8"]) == 0
+    )
     out = capsys.readouterr().out
     assert "zero=3, dp=8" in out and "GiB" in out
 

@@ -1,7 +1,6 @@
 import pytest
 import torch
 import torch.distributed as dist
-
 from aiinfra.distributed import run_distributed
 
 
@@ -32,7 +31,9 @@ def test_run_distributed_returns_results_in_rank_order(world_size):
 
 
 def test_run_distributed_reports_the_failing_rank():
-    with pytest.raises(RuntimeError, match=r"rank 1 of 2 failed:(.|\n)*boom on rank one"):
+    with pytest.raises(
+        RuntimeError, match=r"rank 1 of 2 failed:(.|\n)*boom on rank one"
+    ):
         run_distributed(_raise_on_rank_one, 2, timeout=60)
 
 

@@ -54,19 +54,41 @@ a {{ color: #0b5cad; }} h1 {{ margin-bottom: .2rem; }} ul {{ padding-left: 1.2re
 
 
 def _env(lang: str) -> dict[str, str]:
-    env = dict(os.environ, AIINFRA_LANG=lang, PYTHONHASHSEED="0",
-               SOURCE_DATE_EPOCH=os.environ.get("SOURCE_DATE_EPOCH", "1764547200"))
+    env = dict(
+        os.environ,
+        AIINFRA_LANG=lang,
+        PYTHONHASHSEED="0",
+        SOURCE_DATE_EPOCH=os.environ.get("SOURCE_DATE_EPOCH", "1764547200"),
+    )
     env.setdefault("MPLBACKEND", "Agg")
     return env
 
 
-def sphinx(builder: str, lang: str, out: pathlib.Path, tags: tuple[str, ...] = (),
-           strict: bool = True) -> None:
+def sphinx(
+    builder: str,
+    lang: str,
+    out: pathlib.Path,
+    tags: tuple[str, ...] = (),
+    strict: bool = True,
+) -> None:
     """Run one sphinx-build; raise ``SystemExit`` with its code on failure."""
     conf = ROOT / ("slides" if builder == "revealjs" else "docs")
     doctrees = ROOT / "build" / "doctrees" / f"{builder}-{lang}"
-    cmd = [sys.executable, "-m", "sphinx", "-b", builder, "-c", str(conf), "-E",
-           "-d", str(doctrees), "-q", "-D", f"language={lang}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "sphinx",
+        "-b",
+        builder,
+        "-c",
+        str(conf),
+        "-E",
+        "-d",
+        str(doctrees),
+        "-q",
+        "-D",
+        f"language={lang}",
+    ]
     if strict:
         cmd += ["-W", "--keep-going"]
     for tag in tags:
@@ -76,7 +98,9 @@ def sphinx(builder: str, lang: str, out: pathlib.Path, tags: tuple[str, ...] = (
     rc = subprocess.run(cmd, env=_env(lang), cwd=ROOT).returncode
     print(f"  {builder:8s} {lang:6s} {time.perf_counter() - t0:6.1f} s -> {out}")
     if rc:
-        raise SystemExit(f"sphinx-build -b {builder} ({lang}) failed with exit code {rc}")
+        raise SystemExit(
+            f"sphinx-build -b {builder} ({lang}) failed with exit code {rc}"
+        )
 
 
 def decks() -> list[str]:
@@ -86,8 +110,11 @@ def decks() -> list[str]:
     return sorted(found, key=lambda c: (index.find(f"{c}/index"), c))
 
 
-def build(out: pathlib.Path, langs: tuple[str, ...] = LANGS,
-          builders: tuple[str, ...] = BUILDERS) -> None:
+def build(
+    out: pathlib.Path,
+    langs: tuple[str, ...] = LANGS,
+    builders: tuple[str, ...] = BUILDERS,
+) -> None:
     """Build the site: each builder in each language, plus the landing page."""
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
@@ -102,8 +129,9 @@ def build(out: pathlib.Path, langs: tuple[str, ...] = LANGS,
         for c in decks()
     )
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    (out / "index.html").write_text(LANDING.format(decks=items, stamp=stamp),
-                                    encoding="utf-8")
+    (out / "index.html").write_text(
+        LANDING.format(decks=items, stamp=stamp), encoding="utf-8"
+    )
     print(f"built {out} in {time.perf_counter() - t0:.1f} s")
 
 
@@ -133,8 +161,24 @@ def gettext(out: pathlib.Path = ROOT / "build" / "gettext") -> pathlib.Path:
 def translate() -> None:
     """gettext -> sphinx-intl update -> statistics."""
     pot = gettext()
-    subprocess.run([sys.executable, "-m", "sphinx_intl", "update", "-p", str(pot),
-                    "-l", "zh_CN", "-d", str(LOCALE), "-w", "88"], check=True, cwd=ROOT)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sphinx_intl",
+            "update",
+            "-p",
+            str(pot),
+            "-l",
+            "zh_CN",
+            "-d",
+            str(LOCALE),
+            "-w",
+            "88",
+        ],
+        check=True,
+        cwd=ROOT,
+    )
     stats()
 
 
@@ -152,8 +196,10 @@ def stats() -> int:
         done = len(msgs) - fuzzy - untranslated
         missing += fuzzy + untranslated
         rows.append((po.stem, len(msgs), done, fuzzy, untranslated))
-    print(f"{'catalogue':24s} {'messages':>8s} {'done':>6s} {'fuzzy':>6s} "
-          f"{'missing':>8s} {'%':>6s}")
+    print(
+        f"{'catalogue':24s} {'messages':>8s} {'done':>6s} {'fuzzy':>6s} "
+        f"{'missing':>8s} {'%':>6s}"
+    )
     for name, total, done, fuzzy, untr in rows:
         pct = 100 * done / total if total else 100.0
         print(f"{name:24s} {total:8d} {done:6d} {fuzzy:6d} {untr:8d} {pct:6.1f}")
@@ -164,7 +210,9 @@ def serve(out: pathlib.Path, port: int) -> None:
     """Serve the built site on 127.0.0.1 only."""
     if not (out / "index.html").exists():
         raise SystemExit(f"{out} has no index.html: build first (nox -s book)")
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(out))
+    handler = functools.partial(
+        http.server.SimpleHTTPRequestHandler, directory=str(out)
+    )
     with http.server.ThreadingHTTPServer(("127.0.0.1", port), handler) as httpd:
         print(f"serving {out} at http://127.0.0.1:{port}/ (Ctrl-C stops)")
         try:

@@ -23,6 +23,8 @@ import torch
 from aiinfra.comm import bench, cost, results
 from aiinfra.memory import cli as memory_cli
 from aiinfra.models import bench as attention_bench
+from aiinfra.parallel import bench as ddp_bench
+from aiinfra.parallel import zero_results
 
 
 def parse_size(text: str) -> int:
@@ -203,6 +205,20 @@ COMMANDS: list[Command] = [
         "time and memory of naive, tiled, Triton and SDPA attention",
         attention_bench.add_arguments,
         attention_bench.run,
+    ),
+    (
+        "bench",
+        "ddp",
+        "step time of our DDP against DistributedDataParallel",
+        ddp_bench.add_arguments,
+        ddp_bench.run,
+    ),
+    (
+        "bench",
+        "zero",
+        "our ZeRO stages against DeepSpeed and FSDP2: losses and memory",
+        zero_results.add_arguments,
+        zero_results.run,
     ),
     (
         "memory",

@@ -120,8 +120,18 @@ def run_distributed(
     procs = [
         ctx.Process(
             target=_rank_main,
-            args=(fn, r, world_size, port, backend, timeout, threads, args, kwargs,
-                  results),
+            args=(
+                fn,
+                r,
+                world_size,
+                port,
+                backend,
+                timeout,
+                threads,
+                args,
+                kwargs,
+                results,
+            ),
             daemon=True,
         )
         for r in range(world_size)
@@ -142,8 +152,11 @@ def run_distributed(
             try:
                 rank, ok, payload = results.get(timeout=min(left, 1.0))
             except queue.Empty:
-                dead = [r for r, p in enumerate(procs)
-                        if r not in out and p.exitcode not in (None, 0)]
+                dead = [
+                    r
+                    for r, p in enumerate(procs)
+                    if r not in out and p.exitcode not in (None, 0)
+                ]
                 if dead:
                     raise RuntimeError(
                         f"rank {dead[0]} died with exit code {procs[dead[0]].exitcode} "

@@ -39,7 +39,10 @@ class Table:
         """Render as aligned plain text, numbers right-aligned."""
         cells = [self.columns] + [[format_cell(v) for v in r] for r in self.rows]
         widths = [max(len(row[i]) for row in cells) for i in range(len(self.columns))]
-        lines = ["  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in cells]
+        lines = [
+            "  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True))
+            for row in cells
+        ]
         lines.insert(1, "  ".join("-" * w for w in widths))
         if self.note:
             lines.append(self.note)

@@ -17,7 +17,9 @@ SITE = ROOT / "build" / "site"
 
 
 def _load_book_tool():
-    spec = importlib.util.spec_from_file_location("book_tool", ROOT / "tools" / "book.py")
+    spec = importlib.util.spec_from_file_location(
+        "book_tool", ROOT / "tools" / "book.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -16,21 +16,35 @@ import pytest
 from .conftest import DOCS
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-         "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 try:
     from playwright.sync_api import sync_playwright
 except ImportError:  # pragma: no cover - depends on the machine
     sync_playwright = None
 
-_missing = ("playwright is not installed" if sync_playwright is None
-            else "no chromium on PATH (apt-get install chromium)" if not CHROMIUM else "")
+_missing = (
+    "playwright is not installed"
+    if sync_playwright is None
+    else "no chromium on PATH (apt-get install chromium)"
+    if not CHROMIUM
+    else ""
+)
 if _missing and os.environ.get("CI") == "true":
     raise RuntimeError(f"browser checks must run under CI, but {_missing}")
-pytestmark = [pytest.mark.browser,
-              pytest.mark.skipif(bool(_missing), reason=_missing or "ok")]
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(bool(_missing), reason=_missing or "ok"),
+]
 
 
 @pytest.fixture(scope="module")
@@ -53,12 +67,17 @@ class Page:
         self.failures: list[str] = []
         self.page.on("request", lambda r: self.requests.append(r.url))
         self.page.on("requestfailed", lambda r: self.failures.append(f"{r.url} failed"))
-        self.page.on("response", lambda r: r.status >= 400
-                     and self.failures.append(f"{r.url} {r.status}"))
+        self.page.on(
+            "response",
+            lambda r: r.status >= 400 and self.failures.append(f"{r.url} {r.status}"),
+        )
 
     def foreign_hosts(self) -> set[str]:
-        hosts = {urlparse(u).hostname for u in self.requests
-                 if urlparse(u).scheme in ("http", "https", "ws", "wss")}
+        hosts = {
+            urlparse(u).hostname
+            for u in self.requests
+            if urlparse(u).scheme in ("http", "https", "ws", "wss")
+        }
         return hosts - {"127.0.0.1"}
 
 
@@ -130,13 +149,16 @@ def test_chinese_search_finds_the_chinese_page(page, server):
     page.page.goto(f"{server}/zh_CN/search.html?q=全归约")
     page.page.wait_for_selector("#search-results ul.search li", timeout=20_000)
     links = page.page.locator("#search-results ul.search li a").evaluate_all(
-        "els => els.map(e => e.getAttribute('href'))")
+        "els => els.map(e => e.getAttribute('href'))"
+    )
     assert any("glossary" in h for h in links), links
 
 
 VISUAL = re.compile(
     r"^\.\. (literalinclude|code-block|aiinfra-figure|aiinfra-table|figure|list-table"
-    r"|csv-table|table)::", re.M)
+    r"|csv-table|table)::",
+    re.M,
+)
 
 
 def _expected_slides(deck) -> int:
@@ -144,7 +166,9 @@ def _expected_slides(deck) -> int:
     each section and sub-section one slide per code block, figure or table (at least
     one); one slide per key-points list."""
     count = 1
-    for name in re.findall(r"^\.\. include:: (\S+)", deck.read_text(encoding="utf-8"), re.M):
+    for name in re.findall(
+        r"^\.\. include:: (\S+)", deck.read_text(encoding="utf-8"), re.M
+    ):
         text = (deck.parent / name).read_text(encoding="utf-8")
         # Split at every title (a line underlined with = or -).
         blocks = re.split(r"^.+\n(?:=+|-+)\n", text, flags=re.M)[1:]
@@ -165,7 +189,9 @@ def test_deck_initialises_with_all_slides_and_speaker_notes(page, server, deck, 
     total = page.page.evaluate("Reveal.getTotalSlides()")
     assert total == _expected_slides(deck)
     notes = page.page.evaluate(
-        "Reveal.getSlides().map(s => Reveal.getSlideNotes(s) || '').filter(n => n.length > 40).length")
+        "Reveal.getSlides()"
+        ".map(s => Reveal.getSlideNotes(s) || '').filter(n => n.length > 40).length"
+    )
     assert notes >= total // 3, "most slides should carry the section's prose as notes"
     book = page.page.locator("a.booklink").first.get_attribute("href")
     page.page.locator("a.booklink").first.click()
@@ -186,11 +212,13 @@ def test_no_slide_content_overflows_the_slide(page, server, deck):
         const idx = Reveal.getIndices(s); Reveal.slide(idx.h, idx.v);
         await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
         const box = document.querySelector('.reveal .slides').getBoundingClientRect();
-        for (const el of s.querySelectorAll(':scope > pre, :scope > div, :scope > figure, :scope > table, :scope > img')) {
+        for (const el of s.children) {
           const r = el.getBoundingClientRect();
           if (r.height === 0) continue;
-          if (r.right > box.right + 2 || r.bottom > box.bottom + 2 || r.left < box.left - 2)
-            bad.push((s.querySelector('h1,h2,h3') || {}).textContent + ': ' + el.tagName);
+          const out = r.right > box.right + 2 || r.bottom > box.bottom + 2
+            || r.left < box.left - 2 || r.top < box.top - 2;
+          const title = (s.querySelector('h1,h2,h3') || {}).textContent;
+          if (out) bad.push(title + ': ' + el.tagName);
         }
       }
       return bad;

@@ -15,14 +15,20 @@ RST = sorted(p for p in DOCS.rglob("*.rst") if "locale" not in p.parts)
 
 
 def test_every_edition_builds_with_warnings_as_errors(site):
-    for path in ["index.html", "en/index.html", "zh_CN/index.html",
-                 "slides/en/decks.html", "slides/zh_CN/decks.html"]:
+    for path in [
+        "index.html",
+        "en/index.html",
+        "zh_CN/index.html",
+        "slides/en/decks.html",
+        "slides/zh_CN/decks.html",
+    ]:
         assert (site / path).is_file(), path
 
 
 def _literalincludes():
     pattern = re.compile(
-        r"^(?P<indent>\s*)\.\. literalinclude:: (?P<path>\S+)\n(?P<opts>(?:(?P=indent)\s+:.*\n)*)",
+        r"^(?P<indent>\s*)\.\. literalinclude:: (?P<path>\S+)\n"
+        r"(?P<opts>(?:(?P=indent)\s+:.*\n)*)",
         re.M,
     )
     for rst in RST:
@@ -55,7 +61,9 @@ def test_each_literalinclude_target_and_pyobject_exists():
             body = tree.body
             for name in names:
                 match = [n for n in body if getattr(n, "name", None) == name]
-                assert match, f"{rst.relative_to(ROOT)}: {opts['pyobject']} not in {target}"
+                assert match, (
+                    f"{rst.relative_to(ROOT)}: {opts['pyobject']} not in {target}"
+                )
                 body = getattr(match[0], "body", [])
         for key in ("start-after", "end-before"):
             if key in opts:
@@ -80,19 +88,27 @@ def test_each_autodoc_target_imports():
     assert seen > 0
 
 
-@pytest.mark.parametrize("deck", sorted(DOCS.glob("*/slides.rst")), ids=lambda p: p.parent.name)
+@pytest.mark.parametrize(
+    "deck", sorted(DOCS.glob("*/slides.rst")), ids=lambda p: p.parent.name
+)
 def test_each_deck_includes_exactly_its_chapters_sections(deck):
     index = (deck.parent / "index.rst").read_text(encoding="utf-8")
     toc = re.findall(r"^   (\w[\w/-]*)\s*$", index.split(".. toctree::", 1)[1], re.M)
-    included = re.findall(r"^\.\. include:: (\S+)\.rst", deck.read_text(encoding="utf-8"),
-                          re.M)
+    included = re.findall(
+        r"^\.\. include:: (\S+)\.rst", deck.read_text(encoding="utf-8"), re.M
+    )
     assert included == toc, "the deck must follow the chapter's toctree"
-    assert ":booklink:" in deck.read_text(encoding="utf-8"), "a deck links back to the book"
+    assert ":booklink:" in deck.read_text(encoding="utf-8"), (
+        "a deck links back to the book"
+    )
 
 
 def test_every_section_ends_with_key_points():
     for deck in DOCS.glob("*/slides.rst"):
-        for name in re.findall(r"^\.\. include:: (\S+)", deck.read_text(encoding="utf-8"),
-                               re.M):
+        for name in re.findall(
+            r"^\.\. include:: (\S+)", deck.read_text(encoding="utf-8"), re.M
+        ):
             text = (deck.parent / name).read_text(encoding="utf-8")
-            assert ":class: keypoints" in text, f"{deck.parent.name}/{name} has no key points"
+            assert ":class: keypoints" in text, (
+                f"{deck.parent.name}/{name} has no key points"
+            )

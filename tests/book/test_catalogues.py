@@ -42,7 +42,9 @@ def test_every_message_of_the_sources_has_a_translation(templates):
     missing = []
     for pot in sorted(templates.glob("*.pot")):
         po = CATALOGUES / f"{pot.stem}.po"
-        assert po.is_file(), f"no catalogue {po.name} for {pot.name}: run nox -s translate"
+        assert po.is_file(), (
+            f"no catalogue {po.name} for {pot.name}: run nox -s translate"
+        )
         translated = {m.id: m.string for m in _read(po) if m.id and not m.fuzzy}
         for msg in _read(pot):
             if msg.id and not translated.get(msg.id):
@@ -58,10 +60,16 @@ def test_translations_keep_roles_and_substitutions():
         for msg in _read(po):
             if not msg.id or not msg.string:
                 continue
-            want = sorted(m.group(0) for m in role.finditer(msg.id)
-                          if not m.group(0).startswith(":booklink:"))
-            got = sorted(m.group(0) for m in role.finditer(msg.string)
-                         if not m.group(0).startswith(":booklink:"))
+            want = sorted(
+                m.group(0)
+                for m in role.finditer(msg.id)
+                if not m.group(0).startswith(":booklink:")
+            )
+            got = sorted(
+                m.group(0)
+                for m in role.finditer(msg.string)
+                if not m.group(0).startswith(":booklink:")
+            )
             if want != got:
                 bad.append(f"{po.name}: {msg.id!r:.60} -> roles {got} != {want}")
     assert not bad, "\n".join(bad[:20])

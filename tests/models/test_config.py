@@ -1,11 +1,11 @@
-"""ModelConfig: Hugging Face config.json fields map onto it; bad fields are named."""
+"""TransformerConfig: config.json fields map onto it; bad fields are named."""
 
 import json
 
 import pytest
 from aiinfra.models.config import (
     PUBLISHED_CONFIGS,
-    ModelConfig,
+    TransformerConfig,
     published_config,
 )
 
@@ -28,7 +28,7 @@ LLAMA3_8B = {
 
 
 def test_from_hf_config_maps_every_llama3_field():
-    c = ModelConfig.from_hf_config(LLAMA3_8B)
+    c = TransformerConfig.from_hf_config(LLAMA3_8B)
     assert (c.d_model, c.n_layers, c.n_heads, c.n_kv_heads) == (4096, 32, 32, 8)
     assert (c.head_dim, c.d_ff, c.vocab_size, c.max_seq_len) == (
         128,
@@ -43,8 +43,10 @@ def test_from_hf_config_maps_every_llama3_field():
 def test_from_hf_config_reads_a_json_file(tmp_path):
     path = tmp_path / "config.json"
     path.write_text(json.dumps(LLAMA3_8B))
-    assert ModelConfig.from_hf_config(path) == ModelConfig.from_hf_config(LLAMA3_8B)
-    assert ModelConfig.from_hf_config(str(path)).n_kv_heads == 8
+    assert TransformerConfig.from_hf_config(path) == TransformerConfig.from_hf_config(
+        LLAMA3_8B
+    )
+    assert TransformerConfig.from_hf_config(str(path)).n_kv_heads == 8
 
 
 def test_from_hf_config_reads_deepseek_mla_fields():
@@ -69,7 +71,7 @@ def test_optional_fields_default_and_null_means_absent():
             "intermediate_size",
         )
     }
-    c = ModelConfig.from_hf_config({**minimal, "q_lora_rank": None})
+    c = TransformerConfig.from_hf_config({**minimal, "q_lora_rank": None})
     assert c.n_kv_heads == c.n_heads == 32 and c.head_dim == 128
     assert not c.tie_embeddings and c.q_lora_rank == 0
 
@@ -87,7 +89,7 @@ def test_optional_fields_default_and_null_means_absent():
 def test_missing_required_field_is_named(field):
     config = {k: v for k, v in LLAMA3_8B.items() if k != field}
     with pytest.raises(ValueError, match=f"'{field}' is missing"):
-        ModelConfig.from_hf_config(config)
+        TransformerConfig.from_hf_config(config)
 
 
 @pytest.mark.parametrize(
@@ -105,40 +107,42 @@ def test_missing_required_field_is_named(field):
 )
 def test_malformed_field_is_named(field, value):
     with pytest.raises(ValueError, match=f"'{field}'"):
-        ModelConfig.from_hf_config({**LLAMA3_8B, field: value})
+        TransformerConfig.from_hf_config({**LLAMA3_8B, field: value})
 
 
 def test_heads_not_divisible_by_kv_heads_is_rejected():
     with pytest.raises(
         ValueError, match=r"n_heads \(32\) must be divisible by n_kv_heads"
     ):
-        ModelConfig.from_hf_config({**LLAMA3_8B, "num_key_value_heads": 5})
+        TransformerConfig.from_hf_config({**LLAMA3_8B, "num_key_value_heads": 5})
 
 
 def test_width_not_divisible_by_heads_needs_head_dim():
     with pytest.raises(ValueError, match="d_model .* divisible by n_heads"):
-        ModelConfig(d_model=64, n_heads=5)
-    assert ModelConfig(d_model=64, n_heads=5, head_dim=16).head_dim == 16
+        TransformerConfig(d_model=64, n_heads=5)
+    assert TransformerConfig(d_model=64, n_heads=5, head_dim=16).head_dim == 16
 
 
 def test_odd_rope_width_is_rejected():
     with pytest.raises(ValueError, match="head_dim must be even"):
-        ModelConfig(d_model=60, n_heads=4)  # head_dim 15
+        TransformerConfig(d_model=60, n_heads=4)  # head_dim 15
     with pytest.raises(ValueError, match="rope_head_dim must be even"):
-        ModelConfig(kv_lora_rank=16, rope_head_dim=7)
+        TransformerConfig(kv_lora_rank=16, rope_head_dim=7)
 
 
 def test_mla_fields_must_be_complete_and_consistent():
     mla = {**LLAMA3_8B, "kv_lora_rank": 512, "qk_rope_head_dim": 64}
     with pytest.raises(ValueError, match="'qk_nope_head_dim' is missing"):
-        ModelConfig.from_hf_config(mla)
+        TransformerConfig.from_hf_config(mla)
     with pytest.raises(ValueError, match="'v_head_dim'"):
-        ModelConfig.from_hf_config({**mla, "qk_nope_head_dim": 128, "v_head_dim": 96})
+        TransformerConfig.from_hf_config(
+            {**mla, "qk_nope_head_dim": 128, "v_head_dim": 96}
+        )
 
 
 def test_a_config_that_is_not_an_object_is_rejected():
     with pytest.raises(ValueError, match="JSON object"):
-        ModelConfig.from_hf_config([1, 2])  # type: ignore[arg-type]
+        TransformerConfig.from_hf_config([1, 2])  # type: ignore[arg-type]
 
 
 def test_every_published_config_parses_and_unknown_names_are_rejected():

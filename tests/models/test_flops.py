@@ -1,7 +1,7 @@
 """Parameter and FLOP formulas against counting the module and FlopCounterMode."""
 
 import pytest
-from aiinfra.models.config import ModelConfig, published_config
+from aiinfra.models.config import TransformerConfig, published_config
 from aiinfra.models.flops import (
     attention_flops_per_token,
     counted_parameters,
@@ -15,11 +15,11 @@ from aiinfra.models.flops import (
 from aiinfra.models.transformer import Transformer
 
 CONFIGS = {
-    "mha": ModelConfig(),
-    "gqa-tied": ModelConfig(n_kv_heads=2, tie_embeddings=True),
-    "mqa": ModelConfig(n_kv_heads=1, n_layers=1),
-    "mla": ModelConfig(kv_lora_rank=16, q_lora_rank=24, rope_head_dim=8),
-    "mla-full-rank-q": ModelConfig(kv_lora_rank=16, rope_head_dim=8, head_dim=12),
+    "mha": TransformerConfig(),
+    "gqa-tied": TransformerConfig(n_kv_heads=2, tie_embeddings=True),
+    "mqa": TransformerConfig(n_kv_heads=1, n_layers=1),
+    "mla": TransformerConfig(kv_lora_rank=16, q_lora_rank=24, rope_head_dim=8),
+    "mla-full-rank-q": TransformerConfig(kv_lora_rank=16, rope_head_dim=8, head_dim=12),
 }
 
 
@@ -69,13 +69,13 @@ def test_attention_term_is_12_l_h_q_t():
 
 
 def test_6n_uses_the_matmul_weights_only():
-    c = ModelConfig()
+    c = TransformerConfig()
     # Everything but the input embedding (a look-up) and the 2L + 1 norm gains.
     assert matmul_parameters(c) == parameter_count(c) - 256 * 64 - (2 * 2 + 1) * 64
 
 
 def test_tables_render():
-    check = flops_check_table(ModelConfig(n_layers=1), seq_len=8)
+    check = flops_check_table(TransformerConfig(n_layers=1), seq_len=8)
     assert check.rows[0][1] == check.rows[0][2]  # parameters
     assert check.rows[-1][1] == check.rows[-1][2]  # FLOPs
     breakdown = flops_breakdown_table(seq_len=4096, names=("Llama-3-8B",))

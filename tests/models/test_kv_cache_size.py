@@ -1,7 +1,7 @@
 """KV cache per token: DeepSeek-V2 Table 1 against caches filled by real layers."""
 
 import pytest
-from aiinfra.models.config import PUBLISHED_CONFIGS, ModelConfig, published_config
+from aiinfra.models.config import PUBLISHED_CONFIGS, TransformerConfig, published_config
 from aiinfra.models.kv_cache_size import (
     attention_kind,
     elements_per_token,
@@ -42,7 +42,7 @@ def test_llama3_8b_caches_128_kib_per_token_in_bf16():
     ],
 )
 def test_each_kind_of_attention_is_measured_as_the_formula(kwargs, kind, per_layer):
-    c = ModelConfig(**kwargs)  # 4 heads of 16
+    c = TransformerConfig(**kwargs)  # 4 heads of 16
     assert attention_kind(c) == kind
     assert elements_per_token(c) == per_layer * c.n_layers
     assert measured_elements_per_token(c, n_layers=3, seq_len=5) == per_layer

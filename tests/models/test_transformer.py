@@ -3,13 +3,13 @@
 import pytest
 import torch
 import torch.nn.functional as F
-from aiinfra.models.config import ModelConfig
+from aiinfra.models.config import TransformerConfig
 from aiinfra.models.mla import MultiHeadLatentAttention
 from aiinfra.models.transformer import Transformer
 
 CONFIGS = {
-    "gqa": ModelConfig(n_kv_heads=2, max_seq_len=16),
-    "mla": ModelConfig(
+    "gqa": TransformerConfig(n_kv_heads=2, max_seq_len=16),
+    "mla": TransformerConfig(
         kv_lora_rank=16, q_lora_rank=24, rope_head_dim=8, max_seq_len=16
     ),
 }
@@ -45,8 +45,8 @@ def test_the_config_selects_mla():
 
 
 def test_a_tied_head_is_the_embedding_matrix():
-    tied = Transformer(ModelConfig(tie_embeddings=True))
-    untied = Transformer(ModelConfig())
+    tied = Transformer(TransformerConfig(tie_embeddings=True))
+    untied = Transformer(TransformerConfig())
     assert tied.head.weight is tied.embed.weight
     n_tied = sum(p.numel() for p in tied.parameters())
     n_untied = sum(p.numel() for p in untied.parameters())
@@ -55,7 +55,9 @@ def test_a_tied_head_is_the_embedding_matrix():
 
 def test_a_tiny_model_learns_a_repeated_sequence():
     torch.manual_seed(0)
-    config = ModelConfig(vocab_size=16, d_model=32, d_ff=64, n_layers=1, max_seq_len=32)
+    config = TransformerConfig(
+        vocab_size=16, d_model=32, d_ff=64, n_layers=1, max_seq_len=32
+    )
     model = Transformer(config)
     tokens = torch.arange(16).repeat(2).unsqueeze(0)  # (1, 32): 0..15, 0..15
     opt = torch.optim.AdamW(model.parameters(), lr=2e-2)

@@ -128,8 +128,8 @@ def memory_curve(
         block: ``B_r = B_c`` of the tiled algorithm.
 
     Returns:
-        ``{"N": ns, "standard_peak": ..., "tiled_peak": ..., "standard_saved": ...,
-        "tiled_saved": ...}``, one entry per length.
+        A dict with the keys ``N``, ``standard_peak``, ``tiled_peak``,
+        ``standard_saved`` and ``tiled_saved``, each a list with one entry per length.
     """
     curve: dict[str, list[Any]] = {"N": list(ns)}
     for name, fn in (("standard", standard_attention), ("tiled", tiled(block))):

@@ -6,8 +6,8 @@ the depth ``n_layers``, the query heads ``n_heads`` and the key/value heads
 head dimension, the SwiGLU width ``d_ff``, the vocabulary and the RoPE table. Models
 with multi-head latent attention (DeepSeek-V2, Sec. 2.1) add the latent widths
 ``kv_lora_rank`` (d_c), ``q_lora_rank`` (d_c') and the decoupled RoPE width
-``rope_head_dim`` (d_h^R). :meth:`ModelConfig.from_hf_config` maps the Hugging Face
-names onto these and rejects a missing or malformed field by name.
+``rope_head_dim`` (d_h^R). :meth:`TransformerConfig.from_hf_config` maps the
+Hugging Face names onto these and rejects a missing or malformed field by name.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ HF_FIELDS: dict[str, tuple[str, type, bool]] = {
 
 
 @dataclass
-class ModelConfig:
+class TransformerConfig:
     """Shape of a decoder-only Transformer; defaults give a toy model for tests.
 
     ``n_kv_heads`` and ``head_dim`` default (``None``) to ``n_heads`` and
@@ -112,7 +112,7 @@ class ModelConfig:
     @classmethod
     def from_hf_config(
         cls, source: Mapping[str, Any] | str | os.PathLike
-    ) -> ModelConfig:
+    ) -> TransformerConfig:
         """Build a config from a Hugging Face ``config.json`` (a dict or a path).
 
         Unknown keys (``rope_scaling``, MoE sizes, ``torch_dtype``) are ignored. For
@@ -127,7 +127,7 @@ class ModelConfig:
 
         Raises:
             ValueError: a required field is missing, a field has the wrong type or
-                value, or the fields are inconsistent (see :class:`ModelConfig`).
+                value, or the fields are inconsistent (see :class:`TransformerConfig`).
             FileNotFoundError: ``source`` is a path that does not exist.
         """
         if isinstance(source, str | os.PathLike):
@@ -184,7 +184,7 @@ def _convert(key: str, value: Any, kind: type) -> Any:
     )
 
 
-def published_config(name: str) -> ModelConfig:
+def published_config(name: str) -> TransformerConfig:
     """The config of a released model from :data:`PUBLISHED_CONFIGS`.
 
     Raises:
@@ -192,7 +192,7 @@ def published_config(name: str) -> ModelConfig:
     """
     if name not in PUBLISHED_CONFIGS:
         raise ValueError(f"unknown model {name!r}; known: {sorted(PUBLISHED_CONFIGS)}")
-    return ModelConfig.from_hf_config(PUBLISHED_CONFIGS[name])
+    return TransformerConfig.from_hf_config(PUBLISHED_CONFIGS[name])
 
 
 _LLAMA3 = {

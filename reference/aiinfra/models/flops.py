@@ -22,12 +22,12 @@ import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
-from aiinfra.models.config import ModelConfig, published_config
+from aiinfra.models.config import TransformerConfig, published_config
 from aiinfra.models.transformer import Transformer
 from aiinfra.report import Table
 
 
-def attention_matmul_parameters(c: ModelConfig) -> int:
+def attention_matmul_parameters(c: TransformerConfig) -> int:
     """Weights of one attention layer's projections (no norm gains)."""
     d, H, D = c.d_model, c.n_heads, c.head_dim
     if not c.is_mla:
@@ -39,7 +39,7 @@ def attention_matmul_parameters(c: ModelConfig) -> int:
     return down_q + queries + keys_values + H * D * d  # W^KR, W^UK, W^UV; W^O
 
 
-def parameter_count(c: ModelConfig) -> int:
+def parameter_count(c: TransformerConfig) -> int:
     """All parameters of :class:`Transformer` (a tied head counted once)."""
     d = c.d_model
     norms = 2 * d + (c.q_lora_rank + c.kv_lora_rank if c.is_mla else 0)
@@ -48,7 +48,7 @@ def parameter_count(c: ModelConfig) -> int:
     return embeddings + c.n_layers * per_layer + d  # + the final norm
 
 
-def matmul_parameters(c: ModelConfig) -> int:
+def matmul_parameters(c: TransformerConfig) -> int:
     """``N`` of the ``6N`` rule: every weight that multiplies an activation.
 
     The output head counts even when tied: it is a matmul either way.
@@ -57,13 +57,13 @@ def matmul_parameters(c: ModelConfig) -> int:
     return c.n_layers * per_layer + c.vocab_size * c.d_model
 
 
-def attention_flops_per_token(c: ModelConfig, seq_len: int) -> int:
+def attention_flops_per_token(c: TransformerConfig, seq_len: int) -> int:
     """The attention term ``6 L H T (d_qk + d_v)``; ``12 L H Q T`` for GQA/MHA."""
     d_qk = c.head_dim + (c.rope_head_dim if c.is_mla else 0)
     return 6 * c.n_layers * c.n_heads * seq_len * (d_qk + c.head_dim)
 
 
-def training_flops_per_token(c: ModelConfig, seq_len: int) -> int:
+def training_flops_per_token(c: TransformerConfig, seq_len: int) -> int:
     """Matmul FLOPs of one training step per token: ``6N + 12 L H Q T``.
 
     The attention term counts the full ``T x T`` score matrix, as PaLM does; a
@@ -95,9 +95,11 @@ def measured_training_flops_per_token(
     return counter.get_total_flops() / (batch_size * seq_len)
 
 
-def flops_check_table(config: ModelConfig | None = None, seq_len: int = 32) -> Table:
+def flops_check_table(
+    config: TransformerConfig | None = None, seq_len: int = 32
+) -> Table:
     """Formula against counting for a small model: parameters and training FLOPs."""
-    config = config or ModelConfig()
+    config = config or TransformerConfig()
     model = Transformer(config)
     counted = sum(p.numel() for p in model.parameters())
     measured = measured_training_flops_per_token(model, 1, seq_len)
@@ -120,7 +122,7 @@ def flops_check_table(config: ModelConfig | None = None, seq_len: int = 32) -> T
     return Table(["quantity", "formula", "counted"], rows, note)
 
 
-def counted_parameters(c: ModelConfig) -> int:
+def counted_parameters(c: TransformerConfig) -> int:
     """Parameters of :class:`Transformer` built on the meta device (no memory used)."""
     with torch.device("meta"):
         model = Transformer(c)

@@ -16,14 +16,14 @@ import dataclasses
 
 import torch
 
-from aiinfra.models.config import PUBLISHED_CONFIGS, ModelConfig, published_config
+from aiinfra.models.config import PUBLISHED_CONFIGS, TransformerConfig, published_config
 from aiinfra.models.transformer import make_attention
 from aiinfra.report import Table
 
 GIB = 2**30
 
 
-def attention_kind(c: ModelConfig) -> str:
+def attention_kind(c: TransformerConfig) -> str:
     """``"MLA"``, ``"MHA"`` (``n_g = n_h``), ``"MQA"`` (``n_g = 1``) or ``"GQA"``."""
     if c.is_mla:
         return "MLA"
@@ -32,7 +32,7 @@ def attention_kind(c: ModelConfig) -> str:
     return "MQA" if c.n_kv_heads == 1 else "GQA"
 
 
-def elements_per_token(c: ModelConfig) -> int:
+def elements_per_token(c: TransformerConfig) -> int:
     """Elements cached per token over all layers (DeepSeek-V2, Table 1).
 
     MHA and MQA are GQA with ``n_g = n_h`` and ``n_g = 1``.
@@ -43,7 +43,7 @@ def elements_per_token(c: ModelConfig) -> int:
 
 
 def measured_elements_per_token(
-    c: ModelConfig, n_layers: int = 2, seq_len: int = 4
+    c: TransformerConfig, n_layers: int = 2, seq_len: int = 4
 ) -> int:
     """Elements per token and layer held by real caches after a short prefill.
 
@@ -69,7 +69,7 @@ def measured_elements_per_token(
     return held // (seq_len * n_layers)
 
 
-def equivalent_gqa_groups(c: ModelConfig) -> float:
+def equivalent_gqa_groups(c: TransformerConfig) -> float:
     """The ``n_g`` of a GQA with the same cache: ``elements / (2 d_h l)``.
 
     DeepSeek-V2 (Table 1) states 2.25 for MLA with ``d_c = 4 d_h``,

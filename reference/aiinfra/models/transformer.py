@@ -16,13 +16,13 @@ import torch
 from torch import Tensor, nn
 
 from aiinfra.models.attention import GroupedQueryAttention, KVCache
-from aiinfra.models.config import ModelConfig
+from aiinfra.models.config import TransformerConfig
 from aiinfra.models.layers import RMSNorm, SwiGLU
 from aiinfra.models.mla import MultiHeadLatentAttention
 
 
 def make_attention(
-    config: ModelConfig,
+    config: TransformerConfig,
 ) -> GroupedQueryAttention | MultiHeadLatentAttention:
     """The attention the config asks for: MLA if ``kv_lora_rank`` > 0, else GQA."""
     if config.is_mla:
@@ -54,7 +54,7 @@ class Block(nn.Module):
         config: the model shape.
     """
 
-    def __init__(self, config: ModelConfig) -> None:
+    def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
         self.attn_norm = RMSNorm(config.d_model, config.norm_eps)
         self.attn = make_attention(config)
@@ -71,10 +71,10 @@ class Transformer(nn.Module):
     """A decoder-only language model.
 
     Args:
-        config: the model shape (see :class:`~aiinfra.models.config.ModelConfig`).
+        config: the model shape (see :class:`~aiinfra.models.config.TransformerConfig`).
     """
 
-    def __init__(self, config: ModelConfig) -> None:
+    def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
         self.config = config
         self.embed = nn.Embedding(config.vocab_size, config.d_model)
