@@ -30,8 +30,8 @@ from typing import Any
 from docutils import nodes
 from docutils.parsers.rst import directives
 from sphinx.application import Sphinx
-from sphinx.util import logging
 from sphinx.transforms import SphinxTransform
+from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective, SphinxRole
 
 logger = logging.getLogger(__name__)
@@ -147,16 +147,20 @@ class FigureDirective(SphinxDirective):
                 raise TypeError(f"expected a matplotlib Figure, got {type(figure)}")
             GENERATED.mkdir(exist_ok=True)
             buf = io.StringIO()
-            figure.savefig(buf, format="svg", metadata={"Date": None},
-                           bbox_inches="tight")
+            figure.savefig(
+                buf, format="svg", metadata={"Date": None}, bbox_inches="tight"
+            )
             # Deterministic ids: matplotlib salts them randomly unless told.
             svg = buf.getvalue()
             if not path.exists() or path.read_text() != svg:
                 path.write_text(svg)
         except Exception as exc:  # noqa: BLE001
-            return [self.state_machine.reporter.error(
-                f"aiinfra-figure {target!r} failed: {type(exc).__name__}: {exc}",
-                line=self.lineno)]
+            return [
+                self.state_machine.reporter.error(
+                    f"aiinfra-figure {target!r} failed: {type(exc).__name__}: {exc}",
+                    line=self.lineno,
+                )
+            ]
         self.env.note_dependency(str(path))
         image = nodes.image(uri="/_generated/" + name, alt=self.options.get("alt", ""))
         if "width" in self.options:
@@ -192,15 +196,19 @@ class TableDirective(SphinxDirective):
             table = evaluate(target)
             columns, rows, note = table.columns, table.rows, table.note
         except Exception as exc:  # noqa: BLE001
-            return [self.state_machine.reporter.error(
-                f"aiinfra-table {target!r} failed: {type(exc).__name__}: {exc}",
-                line=self.lineno)]
+            return [
+                self.state_machine.reporter.error(
+                    f"aiinfra-table {target!r} failed: {type(exc).__name__}: {exc}",
+                    line=self.lineno,
+                )
+            ]
         from aiinfra.report import format_cell
 
         source, line = self.get_source_info()
         tnode = nodes.table(classes=["aiinfra-table"])
         if self.content:
-            title = nodes.title(self.content[0], self.content[0])
+            text = " ".join(line.strip() for line in self.content if line.strip())
+            title = nodes.title(text, text)
             title.source, title.line = source, line
             tnode += title
         group = nodes.tgroup(cols=len(columns))
@@ -237,7 +245,8 @@ class BookLinkRole(SphinxRole):
         m = re.fullmatch(r"(.*?)\s*<([^<>]+)>", self.text, re.S)
         if not m:
             msg = self.inliner.reporter.error(
-                f":booklink: expects 'text <page>', got {self.text!r}", line=self.lineno)
+                f":booklink: expects 'text <page>', got {self.text!r}", line=self.lineno
+            )
             return [nodes.problematic(self.rawtext, self.rawtext)], [msg]
         text, page = m.groups()
         lang = self.config.language or "en"
@@ -270,9 +279,20 @@ def _is_keypoints(node: nodes.Node) -> bool:
     return isinstance(node, nodes.admonition) and "keypoints" in node["classes"]
 
 
-PROSE = (nodes.paragraph, nodes.bullet_list, nodes.enumerated_list, nodes.block_quote,
-         nodes.definition_list, nodes.note, nodes.tip, nodes.warning, nodes.important,
-         nodes.footnote, nodes.citation, nodes.line_block)
+PROSE = (
+    nodes.paragraph,
+    nodes.bullet_list,
+    nodes.enumerated_list,
+    nodes.block_quote,
+    nodes.definition_list,
+    nodes.note,
+    nodes.tip,
+    nodes.warning,
+    nodes.important,
+    nodes.footnote,
+    nodes.citation,
+    nodes.line_block,
+)
 
 
 def prose_to_notes(app: Sphinx, doctree: nodes.document, docname: str) -> None:
@@ -349,8 +369,9 @@ def _one_visual_per_slide(section: nodes.section) -> None:
         chunks[-1].append(child)
     new = []
     for chunk in chunks[1:]:
-        slide = nodes.section("", ids=[f"{section['ids'][0] if section['ids'] else 's'}"
-                                       f"-{len(new) + 2}"])
+        slide = nodes.section(
+            "", ids=[f"{section['ids'][0] if section['ids'] else 's'}-{len(new) + 2}"]
+        )
         slide += section[0].deepcopy()
         for child in chunk:
             section.remove(child)
@@ -371,8 +392,9 @@ def _one_visual_per_slide(section: nodes.section) -> None:
 # ---------------------------------------------------------------- html context
 
 
-def page_context(app: Sphinx, pagename: str, templatename: str, context: dict,
-                 doctree: Any) -> None:
+def page_context(
+    app: Sphinx, pagename: str, templatename: str, context: dict, doctree: Any
+) -> None:
     """Give templates the counterpart-language URL and the chapter's deck URL."""
     if app.builder.name != "html":
         return
