@@ -78,7 +78,7 @@ def load_zero_results(path: str | Path) -> dict:
 
 
 def max_loss_gap(path: str | Path) -> float:
-    """Largest |loss - one process's loss| over implementations and steps."""
+    """Largest ``|loss - one process's loss|`` over implementations and steps."""
     losses = load_zero_results(path)["losses"]
     truth = losses["one process"]
     gaps = [abs(a - b) for v in losses.values() for a, b in zip(v, truth, strict=True)]
