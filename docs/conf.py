@@ -119,6 +119,7 @@ def _glossary_dict() -> str:
 if language.startswith("zh"):
     html_search_language = "zh"
     html_search_options = {"dict": _glossary_dict()}
+    html_js_files = [("chinese-stemmer.js", {"priority": 100})]
 
 # ------------------------------------------------------------------ slides
 revealjs_style_theme = "white"

@@ -6,6 +6,7 @@ import json
 import pytest
 import torch
 from aiinfra import cli
+from aiinfra.distributed import free_port
 
 
 @pytest.mark.parametrize(
@@ -128,3 +129,42 @@ def test_memory_is_a_one_word_command_of_aiinfra(capsys):
 def test_memory_bad_dp_exits_2(capsys):
     assert cli.main(["memory", "--model", "llama-3-8b", "--dp", "0"]) == 2
     assert "dp" in capsys.readouterr().err
+
+
+def test_bench_collectives_joins_a_torchrun_job_instead_of_spawning():
+    """The README's multi-node command, on one machine: torchrun starts the ranks."""
+    import subprocess
+    import sys
+
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc-per-node",
+        "2",
+        "--master-port",
+        str(free_port()),
+        "-m",
+        "aiinfra.cli",
+        "bench",
+        "collectives",
+        "--backend",
+        "gloo",
+        "--collectives",
+        "all_reduce",
+        "--algorithms",
+        "ring,torch",
+        "--min-bytes",
+        "1K",
+        "--max-bytes",
+        "1K",
+        "--iters",
+        "1",
+        "--json",
+    ]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=True)
+    start = out.stdout.index("{")  # only rank 0 prints
+    rows = json.loads(out.stdout[start:])["rows"]
+    assert {r["algorithm"] for r in rows} == {"ring", "torch"}
+    assert all(r["wrong"] == 0 for r in rows)
+    assert json.loads(out.stdout[start:])["stamp"]["world_size"] == 2

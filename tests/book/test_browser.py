@@ -145,13 +145,21 @@ def test_math_renders_from_the_site_itself(page, server):
     assert page.failures == []
 
 
-def test_chinese_search_finds_the_chinese_page(page, server):
-    page.page.goto(f"{server}/zh_CN/search.html?q=全归约")
+@pytest.mark.parametrize(
+    ("lang", "query", "page_name"),
+    [
+        ("en", "Rabenseifner", "communication/doubling"),
+        ("zh_CN", "全归约", "glossary"),  # a glossary term: jieba's user dictionary
+        ("zh_CN", "递归倍增", "communication/doubling"),
+    ],
+)
+def test_search_finds_the_page_in_its_language(page, server, lang, query, page_name):
+    page.page.goto(f"{server}/{lang}/search.html?q={query}")
     page.page.wait_for_selector("#search-results ul.search li", timeout=20_000)
     links = page.page.locator("#search-results ul.search li a").evaluate_all(
         "els => els.map(e => e.getAttribute('href'))"
     )
-    assert any("glossary" in h for h in links), links
+    assert any(h.startswith(page_name) for h in links), links
 
 
 VISUAL = re.compile(
