@@ -359,7 +359,14 @@ def is_visual(node: nodes.Node) -> bool:
 def _one_visual_per_slide(section: nodes.section) -> None:
     """Give each code block, figure or table after the first a slide of its own,
     under the same title, so that nothing runs off the bottom of a slide."""
-    body = [c for c in section.children[1:] if not isinstance(c, nodes.section)]
+    from sphinx_revealjs._ext.notes import revealjs_notes
+
+    # The speaker notes stay with the first slide, where the section's prose starts.
+    body = [
+        c
+        for c in section.children[1:]
+        if not isinstance(c, nodes.section | revealjs_notes)
+    ]
     if sum(is_visual(c) for c in body) < 2 or not isinstance(section[0], nodes.title):
         return
     chunks: list[list[nodes.Node]] = [[]]

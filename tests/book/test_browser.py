@@ -201,6 +201,14 @@ def test_deck_initialises_with_all_slides_and_speaker_notes(page, server, deck, 
         ".map(s => Reveal.getSlideNotes(s) || '').filter(n => n.length > 40).length"
     )
     assert notes >= total // 3, "most slides should carry the section's prose as notes"
+    # A section split over several slides keeps its prose on the first of them.
+    late_notes = page.page.evaluate(
+        """() => { const s = Reveal.getSlides(); const t = x =>
+             (x.querySelector('h1,h2,h3') || {}).textContent;
+           return s.filter((x, i) => i > 0 && t(x) === t(s[i - 1])
+                           && (Reveal.getSlideNotes(x) || '').length > 0).map(t); }"""
+    )
+    assert late_notes == []
     book = page.page.locator("a.booklink").first.get_attribute("href")
     page.page.locator("a.booklink").first.click()
     page.page.wait_for_load_state("load")
