@@ -164,6 +164,20 @@ def check_same_on_all_ranks(
             )
 
 
+def check_output_input(output: Any, input: Any) -> None:
+    """Check an out-of-place collective's two buffers: tensors, same dtype.
+
+    Raises:
+        TypeError: either is not a tensor, has an unsupported dtype, or the two
+            dtypes differ.
+        ValueError: either is empty or non-contiguous.
+    """
+    check_tensor(output, "output")
+    check_tensor(input, "input")
+    if input.dtype != output.dtype:
+        raise TypeError(f"input.dtype {input.dtype} != output.dtype {output.dtype}")
+
+
 def check_disjoint(a: Tensor, a_name: str, b: Tensor, b_name: str) -> None:
     """Check that two tensors do not share memory.
 

@@ -18,8 +18,8 @@ from torch import Tensor
 
 from aiinfra.comm._validate import (
     check_disjoint,
+    check_output_input,
     check_same_on_all_ranks,
-    check_tensor,
     group_rank_and_size,
 )
 from aiinfra.comm.primitives import sendrecv
@@ -51,11 +51,8 @@ def pairwise_all_to_all(
             ``output.numel() != input.numel()``; n not a multiple of p; ``output``
             sharing memory with ``input``; numel or dtype differing across ranks.
     """
-    check_tensor(output, "output")
-    check_tensor(input, "input")
+    check_output_input(output, input)
     r, p = group_rank_and_size(group)
-    if input.dtype != output.dtype:
-        raise TypeError(f"input.dtype {input.dtype} != output.dtype {output.dtype}")
     if output.numel() != input.numel():
         raise ValueError(
             f"output.numel() {output.numel()} != input.numel() {input.numel()}"

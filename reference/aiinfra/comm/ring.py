@@ -22,6 +22,7 @@ import torch.distributed as dist
 from torch import Tensor
 
 from aiinfra.comm._validate import (
+    check_output_input,
     check_same_on_all_ranks,
     check_tensor,
     group_rank_and_size,
@@ -143,11 +144,8 @@ def ring_reduce_scatter(
             dtype or op differing across ranks.
     """
     op = resolve_op(op)
-    check_tensor(output, "output")
-    check_tensor(input, "input")
+    check_output_input(output, input)
     r, p = group_rank_and_size(group)
-    if input.dtype != output.dtype:
-        raise TypeError(f"input.dtype {input.dtype} != output.dtype {output.dtype}")
     if input.numel() != p * output.numel():
         raise ValueError(
             f"input.numel() must be group size {p} x output.numel() "
@@ -183,11 +181,8 @@ def ring_all_gather(
             ``output.numel() != p * input.numel()``; sizes or dtype differing
             across ranks.
     """
-    check_tensor(output, "output")
-    check_tensor(input, "input")
+    check_output_input(output, input)
     r, p = group_rank_and_size(group)
-    if input.dtype != output.dtype:
-        raise TypeError(f"input.dtype {input.dtype} != output.dtype {output.dtype}")
     if output.numel() != p * input.numel():
         raise ValueError(
             f"output.numel() must be group size {p} x input.numel() "
