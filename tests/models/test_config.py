@@ -150,3 +150,102 @@ def test_every_published_config_parses_and_unknown_names_are_rejected():
         assert published_config(name).n_layers > 0
     with pytest.raises(ValueError, match="unknown model 'GPT-5'"):
         published_config("GPT-5")
+
+
+# transformers 5 writes the RoPE base into rope_parameters; transformers 4 kept it at
+# the top level. Both layouts must give Llama 3's 500000, never the default 10000.
+def test_rope_theta_is_read_from_both_layouts():
+    old = {k: v for k, v in LLAMA3_8B.items() if k != "rope_theta"}
+    new = {**old, "rope_parameters": {"rope_type": "default", "rope_theta": 5e5}}
+    assert TransformerConfig.from_hf_config(new).rope_theta == 500000.0
+    assert TransformerConfig.from_hf_config(LLAMA3_8B).rope_theta == 500000.0
+    both = {**new, "rope_theta": 1e4}
+    with pytest.raises(ValueError, match="disagree"):
+        TransformerConfig.from_hf_config(both)
+
+
+@pytest.mark.parametrize(
+    "key, rope",
+    [
+        ("rope_scaling", {"rope_type": "llama3", "factor": 8.0}),  # Llama 3.1
+        ("rope_scaling", {"type": "yarn", "factor": 40, "mscale": 1.0}),  # DeepSeek
+        ("rope_parameters", {"rope_type": "linear", "rope_theta": 1e4}),
+        ("rope_parameters", "default"),
+    ],
+)
+def test_scaled_rope_is_refused_not_ignored(key, rope):
+    with pytest.raises(ValueError, match=key):
+        TransformerConfig.from_hf_config({**LLAMA3_8B, key: rope})
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"hidden_act": "gelu"}, "hidden_act"),
+        ({"attention_bias": True}, "attention_bias"),
+        ({"mlp_bias": True}, "mlp_bias"),
+        ({"model_type": "qwen2", "use_sliding_window": True}, "use_sliding_window"),
+    ],
+)
+def test_what_is_not_modelled_is_refused(change, message):
+    with pytest.raises(ValueError, match=message):
+        TransformerConfig.from_hf_config({**LLAMA3_8B, **change})
+
+
+def test_qwen2_has_qkv_biases_and_mistral_a_sliding_window():
+    qwen = TransformerConfig.from_hf_config(
+        {**LLAMA3_8B, "model_type": "qwen2", "sliding_window": 4096}
+    )
+    assert qwen.qkv_bias and not qwen.bias and qwen.sliding_window == 0
+    mistral = TransformerConfig.from_hf_config(
+        {**LLAMA3_8B, "model_type": "mistral", "sliding_window": 4096}
+    )
+    assert mistral.sliding_window == 4096 and not mistral.qkv_bias
+
+
+# Fields of openai-community/gpt2/config.json on the Hugging Face Hub.
+GPT2 = {
+    "activation_function": "gelu_new",
+    "model_type": "gpt2",
+    "n_embd": 768,
+    "n_head": 12,
+    "n_layer": 12,
+    "n_positions": 1024,
+    "layer_norm_epsilon": 1e-05,
+    "vocab_size": 50257,
+}
+
+
+def test_gpt2_family_is_read_with_its_layer_choices():
+    c = TransformerConfig.from_hf_config(GPT2)
+    assert (c.d_model, c.n_layers, c.n_heads, c.d_ff, c.max_seq_len) == (
+        768,
+        12,
+        12,
+        3072,
+        1024,
+    )
+    assert (c.norm, c.mlp, c.position, c.bias, c.tie_embeddings) == (
+        "layernorm",
+        "gelu",
+        "learned",
+        True,
+        True,
+    )
+    with pytest.raises(ValueError, match="activation_function"):
+        TransformerConfig.from_hf_config({**GPT2, "activation_function": "relu"})
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("norm", "batchnorm", "norm must be one of"),
+        ("mlp", "relu", "mlp must be one of"),
+        ("position", "alibi", "position must be one of"),
+        ("sliding_window", -1, "sliding_window must be an integer >= 0"),
+        ("qkv_bias", 1, "qkv_bias must be a bool"),
+    ],
+)
+def test_bad_switches_are_named(field, value, message):
+    with pytest.raises(ValueError, match=message):
+        TransformerConfig(**{field: value})

@@ -1,42 +1,31 @@
 """A flat model configuration that a Hugging Face ``config.json`` can fill.
 
-Every Llama-style decoder is described by a dozen integers: the width ``d_model``,
+Every decoder of this book is described by a dozen integers: the width ``d_model``,
 the depth ``n_layers``, the query heads ``n_heads`` and the key/value heads
 ``n_kv_heads`` (MHA when equal, MQA when 1, GQA in between; Ainslie et al. 2023), the
-head dimension, the SwiGLU width ``d_ff``, the vocabulary and the RoPE table. Models
+head dimension, the MLP width ``d_ff``, the vocabulary and the position table. Models
 with multi-head latent attention (DeepSeek-V2, Sec. 2.1) add the latent widths
 ``kv_lora_rank`` (d_c), ``q_lora_rank`` (d_c') and the decoupled RoPE width
-``rope_head_dim`` (d_h^R). :meth:`TransformerConfig.from_hf_config` maps the
-Hugging Face names onto these and rejects a missing or malformed field by name.
+``rope_head_dim`` (d_h^R). A few switches say which pieces a layer is built from: the
+Llama family (RMSNorm, SwiGLU, RoPE, no biases; Qwen2 adds query/key/value biases;
+Mistral a sliding window) or the GPT-2/GPT-3 family (LayerNorm, a GELU MLP, learned
+positions, biases everywhere). :meth:`TransformerConfig.from_hf_config` maps the
+Hugging Face names onto these (:mod:`aiinfra.models.hf_config`) and rejects a missing
+or malformed field, or one this package does not model, by name.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-# region hf-fields
-# Hugging Face name -> (our field, expected type, required).
-HF_FIELDS: dict[str, tuple[str, type, bool]] = {
-    "vocab_size": ("vocab_size", int, True),
-    "hidden_size": ("d_model", int, True),
-    "num_hidden_layers": ("n_layers", int, True),
-    "num_attention_heads": ("n_heads", int, True),
-    "intermediate_size": ("d_ff", int, True),
-    "num_key_value_heads": ("n_kv_heads", int, False),
-    "head_dim": ("head_dim", int, False),
-    "max_position_embeddings": ("max_seq_len", int, False),
-    "rope_theta": ("rope_theta", float, False),
-    "rms_norm_eps": ("norm_eps", float, False),
-    "tie_word_embeddings": ("tie_embeddings", bool, False),
-    "kv_lora_rank": ("kv_lora_rank", int, False),
-    "q_lora_rank": ("q_lora_rank", int, False),
-    "qk_rope_head_dim": ("rope_head_dim", int, False),
-}
-# endregion
+from aiinfra.models import hf_config
+
+NORMS = ("rmsnorm", "layernorm")
+MLPS = ("swiglu", "gelu")
+POSITIONS = ("rope", "learned")
 
 
 @dataclass
@@ -49,7 +38,7 @@ class TransformerConfig:
     Raises:
         ValueError: a size is not a positive integer, ``n_heads`` is not divisible by
             ``n_kv_heads``, ``d_model`` by ``n_heads`` (when ``head_dim`` is not
-            given), or a RoPE width is odd.
+            given), a RoPE width is odd, or a switch has an unknown value.
     """
 
     vocab_size: int = 256  # one token per byte: no tokenizer needed in examples
@@ -59,13 +48,19 @@ class TransformerConfig:
     n_kv_heads: int | None = None  # None: one KV head per query head (MHA)
     head_dim: int | None = None  # None: d_model // n_heads
     d_ff: int = 176  # about (8/3) d_model: SwiGLU at the parameters of a 4d MLP
-    max_seq_len: int = 128  # length of the RoPE table; longer inputs are rejected
+    max_seq_len: int = 128  # rows of the position table; longer inputs are rejected
     rope_theta: float = 10000.0  # RoFormer's base
     norm_eps: float = 1e-5
     tie_embeddings: bool = False
     kv_lora_rank: int = 0  # d_c of MLA; 0 selects GQA/MHA/MQA attention
     q_lora_rank: int = 0  # d_c' of MLA; 0 means queries are not compressed
     rope_head_dim: int = 0  # d_h^R of MLA's decoupled RoPE query and key
+    norm: str = "rmsnorm"  # or "layernorm" (GPT-2/3: weight and bias)
+    mlp: str = "swiglu"  # or "gelu" (GPT-2/3: two matrices)
+    position: str = "rope"  # or "learned" (GPT-2/3: a max_seq_len x d table)
+    bias: bool = False  # every linear layer has a bias (GPT-2/3)
+    qkv_bias: bool = False  # the query, key and value projections have biases (Qwen2)
+    sliding_window: int = 0  # a query sees this many latest keys (Mistral); 0: all
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "d_model", "n_layers", "n_heads", "d_ff"):
@@ -87,17 +82,32 @@ class TransformerConfig:
                 )
             self.head_dim = self.d_model // self.n_heads
         _check_positive_int("head_dim", self.head_dim)
-        for name in ("kv_lora_rank", "q_lora_rank", "rope_head_dim"):
+        for name in ("kv_lora_rank", "q_lora_rank", "rope_head_dim", "sliding_window"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
-        rope_dim = self.rope_head_dim if self.is_mla else self.head_dim
-        if rope_dim <= 0 or rope_dim % 2:
-            which = "rope_head_dim" if self.is_mla else "head_dim"
-            raise ValueError(
-                f"{which} must be even and positive (RoPE rotates pairs), got "
-                f"{rope_dim}"
-            )
+        for name, allowed in (
+            ("norm", NORMS),
+            ("mlp", MLPS),
+            ("position", POSITIONS),
+        ):
+            if getattr(self, name) not in allowed:
+                raise ValueError(
+                    f"{name} must be one of {allowed}, got {getattr(self, name)!r}"
+                )
+        for name in ("tie_embeddings", "bias", "qkv_bias"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
+        if self.is_mla and self.position != "rope":
+            raise ValueError("MLA (kv_lora_rank > 0) needs position='rope'")
+        if self.position == "rope":
+            rope_dim = self.rope_head_dim if self.is_mla else self.head_dim
+            if rope_dim <= 0 or rope_dim % 2:
+                which = "rope_head_dim" if self.is_mla else "head_dim"
+                raise ValueError(
+                    f"{which} must be even and positive (RoPE rotates pairs), got "
+                    f"{rope_dim}"
+                )
         if not self.rope_theta > 0 or not self.norm_eps > 0:
             raise ValueError(
                 f"rope_theta and norm_eps must be > 0, got {self.rope_theta}, "
@@ -115,9 +125,12 @@ class TransformerConfig:
     ) -> TransformerConfig:
         """Build a config from a Hugging Face ``config.json`` (a dict or a path).
 
-        Unknown keys (``rope_scaling``, MoE sizes, ``torch_dtype``) are ignored. For
-        MLA models the head dimension is ``qk_nope_head_dim``, and ``v_head_dim``
-        must equal it.
+        Both families of :mod:`aiinfra.models.hf_config` are read (Llama-style and
+        GPT-2-style), and both RoPE layouts (top-level ``rope_theta`` of
+        transformers 4, ``rope_parameters`` of transformers 5). Keys that do not
+        change the computation (``torch_dtype``, ``architectures``) and MoE sizes
+        are ignored. For MLA models the head dimension is ``qk_nope_head_dim``, and
+        ``v_head_dim`` must equal it.
 
         Args:
             source: the parsed JSON object, or the path of the file.
@@ -127,61 +140,17 @@ class TransformerConfig:
 
         Raises:
             ValueError: a required field is missing, a field has the wrong type or
-                value, or the fields are inconsistent (see :class:`TransformerConfig`).
+                value, the fields are inconsistent (see :class:`TransformerConfig`),
+                or the config asks for what is not modelled (scaled RoPE, other
+                activations, biases on every attention projection).
             FileNotFoundError: ``source`` is a path that does not exist.
         """
-        if isinstance(source, str | os.PathLike):
-            with open(source, encoding="utf-8") as f:
-                source = json.load(f)
-        if not isinstance(source, Mapping):
-            raise ValueError(
-                f"config must be a JSON object, got {type(source).__name__}"
-            )
-        kwargs: dict[str, Any] = {}
-        for key, (name, kind, required) in HF_FIELDS.items():
-            value = source.get(key)
-            if value is None:  # absent, or null as in DeepSeek-V2-Lite's q_lora_rank
-                if required:
-                    raise ValueError(f"config field {key!r} is missing")
-                continue
-            kwargs[name] = _convert(key, value, kind)
-        if kwargs.get("kv_lora_rank"):
-            for key in ("qk_nope_head_dim", "qk_rope_head_dim"):
-                if source.get(key) is None:
-                    raise ValueError(f"config field {key!r} is missing (MLA needs it)")
-            kwargs["head_dim"] = _convert(
-                "qk_nope_head_dim", source["qk_nope_head_dim"], int
-            )
-            v_head_dim = source.get("v_head_dim", kwargs["head_dim"])
-            if v_head_dim != kwargs["head_dim"]:
-                raise ValueError(
-                    f"config field 'v_head_dim' ({v_head_dim}) must equal "
-                    f"'qk_nope_head_dim' ({kwargs['head_dim']}) in this model"
-                )
-        return cls(**kwargs)
+        return cls(**hf_config.config_kwargs(hf_config.read_json_object(source)))
 
 
 def _check_positive_int(name: str, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
-
-
-def _convert(key: str, value: Any, kind: type) -> Any:
-    """Check one JSON value against its expected type; ints are valid floats."""
-    if kind is bool and isinstance(value, bool):
-        return value
-    if kind is int and isinstance(value, int) and not isinstance(value, bool):
-        if value <= 0 and key not in ("kv_lora_rank", "q_lora_rank"):
-            raise ValueError(f"config field {key!r} must be positive, got {value}")
-        return value
-    if kind is float and isinstance(value, int | float) and not isinstance(value, bool):
-        if value <= 0:
-            raise ValueError(f"config field {key!r} must be positive, got {value}")
-        return float(value)
-    raise ValueError(
-        f"config field {key!r} must be {kind.__name__}, got {value!r} "
-        f"({type(value).__name__})"
-    )
 
 
 def published_config(name: str) -> TransformerConfig:
