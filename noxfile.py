@@ -5,12 +5,13 @@
 - ``nox -s tests``: every test CI runs (package, book builds, browser checks).
 - ``nox -s translate``: gettext -> sphinx-intl update -> per-chapter statistics.
 - ``nox -s lint``: ruff.
-- ``nox -s bench``: the benchmarks whose results the book renders.
+- ``nox -s bench``: the CPU benchmarks whose results the book renders.
+- ``nox -s gpu``: on a CUDA machine, the ``gpu`` tests and the GPU benchmarks.
 """
 
 from __future__ import annotations
 
-import os
+import json
 import pathlib
 
 import nox
@@ -24,8 +25,7 @@ PYTHON = "3.11"
 # torch first and pinned: pip then takes the local CPU wheel instead of resolving a
 # multi-GB CUDA build for a dependency that asks for "torch".
 TORCH = "torch==2.13.0"
-DEEPSPEED = "deepspeed==0.19.8"
-TRITON = "triton==3.7.1"
+TRITON = "triton==3.7.1"  # the version torch 2.13's CUDA build pins
 
 
 def install(session: nox.Session, *extras: str) -> None:
@@ -58,9 +58,12 @@ def port_args(session: nox.Session) -> list[str]:
 
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
-    """Every test CI runs: the package, the book's builds and catalogues, browsers."""
-    install(session, "docs", "test")
-    session.install(DEEPSPEED, TRITON)
+    """Every test CI runs: the package, the book's builds and catalogues, browsers.
+
+    ``nox -s tests -- -m "not slow"`` is the fast lane: no spawned ranks.
+    """
+    install(session, "docs", "test", "parallel")
+    session.install(TRITON)
     env = {"TORCH_EXTENSIONS_DIR": str(ROOT / ".torch_extensions")}
     # tests/book builds every edition with -W once (a session fixture), then checks
     # the catalogues and drives the built site in Chromium.
@@ -82,36 +85,42 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "format", "--check", ".")
 
 
+def _results_commands(session: nox.Session, runs: str) -> list[list[str]]:
+    """The commands of :func:`aiinfra.results.commands` (``runs``: a Python
+    expression in that module), asked from the session's own environment."""
+    code = (
+        "import json; from aiinfra import results; "
+        f"print(json.dumps(results.commands({runs})))"
+    )
+    out = session.run("python", "-c", code, silent=True)
+    return json.loads(out.strip().splitlines()[-1])
+
+
 @nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
-    """Run the benchmarks and write their stamped results under docs/_data/bench/."""
-    install(session, "docs")
-    session.install(DEEPSPEED)
-    backend = "nccl" if os.environ.get("AIINFRA_BACKEND") == "nccl" else "gloo"
-    out = ROOT / "docs" / "_data" / "bench"
-    session.run(
-        "aiinfra",
-        "bench",
-        "collectives",
-        "--world-size",
-        "4",
-        "--backend",
-        backend,
-        "--out",
-        str(out / f"collectives-{backend}.json"),
-        *session.posargs,
-    )
+    """Run every CPU benchmark and write its stamped results under docs/_data/bench/.
+
+    One command per kind of :data:`aiinfra.results.KINDS`; extra arguments are
+    passed to each.
+    """
+    install(session, "docs", "parallel")
     env = {"TORCH_EXTENSIONS_DIR": str(ROOT / ".torch_extensions")}
-    session.run(
-        "aiinfra",
-        "bench",
-        "ddp",
-        "--world-size",
-        "2",
-        "--out",
-        str(out / "ddp-gloo.json"),
-        env=env,
-    )
-    session.run(
-        "aiinfra", "bench", "zero", "--out", str(out / "zero-gloo.json"), env=env
-    )
+    for command in _results_commands(session, ""):
+        session.run(*command, *session.posargs, env=env)
+
+
+@nox.session(python=PYTHON)
+def gpu(session: nox.Session) -> None:
+    """On a CUDA machine: every ``gpu``-marked test, then the GPU benchmarks.
+
+    The tests run the Triton kernels compiled and the distributed code over NCCL;
+    the benchmarks (Triton attention forward and backward against SDPA, bf16, causal,
+    d = 128, N 1K-16K; DDP over NCCL on one rank) write ``*-cuda.json`` and
+    ``*-nccl.json`` results that the book renders where they exist.
+    """
+    install(session, "docs", "test", "parallel")
+    session.install(TRITON)
+    env = {"TORCH_EXTENSIONS_DIR": str(ROOT / ".torch_extensions")}
+    session.run("python", "-m", "pytest", "-m", "gpu", "-q", *session.posargs, env=env)
+    for command in _results_commands(session, "results.GPU_RUNS"):
+        session.run(*command, env=env)

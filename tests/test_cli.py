@@ -2,10 +2,12 @@
 
 import argparse
 import json
+import subprocess
+import sys
 
 import pytest
 import torch
-from aiinfra import cli
+from aiinfra import cli, clikit
 from aiinfra.distributed import free_port
 
 
@@ -13,14 +15,87 @@ from aiinfra.distributed import free_port
     ("text", "expected"),
     [("512", 512), ("1K", 1024), ("16M", 16 * 2**20), ("1G", 2**30), ("4kib", 4096)],
 )
-def test_parse_size_reads_binary_suffixes(text, expected):
-    assert cli.parse_size(text) == expected
+def test_size_reads_binary_suffixes(text, expected):
+    assert clikit.size(text) == expected
 
 
 @pytest.mark.parametrize("text", ["3X", "-1", "1.5M", "", "M"])
-def test_parse_size_rejects_what_is_not_a_size(text):
-    with pytest.raises(argparse.ArgumentTypeError, match="not a size"):
-        cli.parse_size(text)
+def test_size_rejects_what_is_not_a_size(text):
+    with pytest.raises(argparse.ArgumentTypeError, match="must be an integer with"):
+        clikit.size(text)
+
+
+# Every command's --help on the base install: matplotlib (the docs extra) and
+# DeepSpeed (the parallel extra) blocked, in a fresh interpreter.
+HELP_WITHOUT_EXTRAS = """
+import contextlib, io, json, sys
+for name in ("matplotlib", "deepspeed", "transformers"):
+    sys.modules[name] = None
+from aiinfra import cli
+seen = []
+for argv in [["--help"]] + [
+    [c.group] + ([c.name] if c.name else []) + ["--help"] for c in cli.commands()
+]:
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        try:
+            cli.main(argv)
+        except SystemExit as e:
+            seen.append([argv, e.code, "usage: aiinfra" in out.getvalue()])
+print(json.dumps(seen))
+"""
+
+
+def test_every_command_helps_without_the_optional_packages():
+    done = subprocess.run(
+        [sys.executable, "-c", HELP_WITHOUT_EXTRAS],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    words = {" ".join(argv[:-1]) for argv, _, _ in seen}
+    assert {"", "bench collectives", "comm cost", "memory", "bench attention"} <= words
+    assert {"bench ddp", "bench zero"} <= words
+    assert all(code == 0 and usage for _, code, usage in seen)
+
+
+def test_a_missing_optional_package_is_named_with_its_extra():
+    code = (
+        "import sys; sys.modules['deepspeed'] = None\n"
+        "from aiinfra import cli\n"
+        "sys.exit(cli.main(['bench', 'zero']))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 1
+    assert "needs the package 'deepspeed'" in done.stderr
+    assert "pip install 'aiinfra[parallel]'" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_config_errors_are_usage_errors_that_name_the_flag(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["bench", "attention", "--device", "cpu", "--impl", "triton"])
+    assert exit_.value.code == 2
+    assert "triton needs a CUDA device" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["bench", "zero", "--world-size", "5"])
+    assert exit_.value.code == 2
+    assert "--world-size must divide the batch of 24, got 5" in (
+        capsys.readouterr().err
+    )
+
+
+def test_flag_names_rewrites_fields_only_before_must():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--max-bytes")
+    parser.add_argument("--dtype")
+    message = "max_bytes must be >= 2048; a dtype of max_bytes"
+    assert cli.flag_names(message, parser) == (
+        "--max-bytes must be >= 2048; a dtype of max_bytes"
+    )
 
 
 def test_comm_cost_prints_every_algorithm_and_the_crossovers(capsys):
@@ -32,6 +107,7 @@ def test_comm_cost_prints_every_algorithm_and_the_crossovers(capsys):
     assert doc["crossovers"]["rows"][0][0] == 16
 
 
+@pytest.mark.slow
 def test_bench_collectives_runs_and_writes_a_stamped_results_file(tmp_path, capsys):
     out = tmp_path / "bench.json"
     argv = [
@@ -131,11 +207,9 @@ def test_memory_bad_dp_exits_2(capsys):
     assert "dp" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_bench_collectives_joins_a_torchrun_job_instead_of_spawning():
     """The README's multi-node command, on one machine: torchrun starts the ranks."""
-    import subprocess
-    import sys
-
     cmd = [
         sys.executable,
         "-m",

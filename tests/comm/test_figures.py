@@ -6,9 +6,9 @@ r summed over all ranks, and after the all-gather every rank holds every sum.
 """
 
 import io
-import json
 
 import pytest
+from aiinfra import results
 from aiinfra.comm import figures
 from matplotlib.figure import Figure
 
@@ -93,19 +93,18 @@ def test_ring_schedule_figure_draws_every_buffer_and_send():
     assert len(ax.patches) == steps * p * p + 2 * (p - 1) * p  # boxes + send marks
 
 
-def test_results_figure_has_a_panel_per_collective(tmp_path):
+def test_results_figure_has_a_panel_per_collective(tmp_path, monkeypatch):
     rows = [
         {"collective": c, "algorithm": a, "size": s, "busbw": 1.0}
         for c in ("all_reduce", "broadcast")
         for a in ("ours", "torch")
         for s in (1024, 2048)
     ]
-    path = tmp_path / "r.json"
-    path.write_text(
-        json.dumps({"stamp": {"backend": "gloo", "world_size": 2}, "rows": rows})
-    )
-    fig = figures.results_figure(path)
+    monkeypatch.setenv(results.DATA_ENV, str(tmp_path))
+    with pytest.raises(FileNotFoundError, match="aiinfra bench collectives"):
+        figures.results_figure()
+    results.write("collectives", {"rows": rows}, backend="gloo", world_size=2)
+    fig = figures.results_figure()
     assert len(fig.axes) == 2 and all(len(ax.lines) == 2 for ax in fig.axes)
+    assert [ax.get_title() for ax in fig.axes] == ["all-reduce", "broadcast"]
     _render(fig)
-    with pytest.raises(FileNotFoundError, match="nox -s bench"):
-        figures.results_figure(tmp_path / "missing.json")

@@ -1,4 +1,4 @@
-"""Bus bandwidth against nccl-tests, and the results file round trip.
+"""Bus bandwidth against nccl-tests, and the measured rows as the book's table.
 
 Ground truth for busbw: nccl-tests ``doc/PERFORMANCE.md`` (NVIDIA): algbw = S / t,
 busbw = algbw x factor with factor 2(n-1)/n for all-reduce, (n-1)/n for
@@ -6,10 +6,8 @@ reduce-scatter, all-gather and all-to-all (S the total size), 1 for broadcast an
 reduce.
 """
 
-import json
-import socket
-
 import pytest
+from aiinfra import results as stored
 from aiinfra.comm import results
 
 
@@ -71,29 +69,24 @@ ROW = {
 }
 
 
-def test_results_file_round_trips_with_a_hostname_free_stamp(tmp_path):
-    stamp = results.machine_stamp(world_size=4, backend="gloo")
-    assert {
-        "date",
-        "cpu",
-        "world_size",
-        "backend",
-        "torch",
-        "python",
-        "numpy",
-        "aiinfra",
-    } <= set(stamp)
-    assert stamp["date"].endswith("+00:00")  # UTC
-    path = results.write_results(tmp_path / "a" / "r.json", [ROW], stamp, {"iters": 1})
-    doc = json.loads(path.read_text())
-    assert doc["rows"] == [ROW] and doc["stamp"] == stamp
-    host = socket.gethostname()
-    assert len(host) < 6 or host not in path.read_text()
-    table = results.results_table(path)
-    assert table.rows == [list(ROW.values())]
+def test_results_table_and_ratio_read_the_stored_rows(tmp_path, monkeypatch):
+    monkeypatch.setenv(stored.DATA_ENV, str(tmp_path))
+    torch_row = {**ROW, "algorithm": "torch", "busbw": 0.06}
+    big = {**ROW, "size": 2**20, "count": 2**18}
+    stored.write(
+        "collectives", {"rows": [ROW, torch_row, big]}, backend="gloo", world_size=4
+    )
+    table = results.results_table()
+    assert table.rows == [list(r.values()) for r in (ROW, torch_row, big)]
+    assert table.rows[0][:2] == ["all_reduce", "ring"]
     assert "gloo, 4 ranks" in table.note
+    assert results.results_table(min_bytes=2048).rows == [list(big.values())]
+    assert results.busbw_ratio("all_reduce", "ring", "torch", 1024) == 0.5
+    with pytest.raises(ValueError, match="algorithm 'rabenseifner' at size 1024"):
+        results.busbw_ratio("all_reduce", "rabenseifner", "torch", 1024)
 
 
-def test_missing_results_file_names_the_command_that_writes_it(tmp_path):
-    with pytest.raises(FileNotFoundError, match="nox -s bench"):
-        results.results_table(tmp_path / "none.json")
+def test_missing_results_name_the_command_that_writes_them(tmp_path, monkeypatch):
+    monkeypatch.setenv(stored.DATA_ENV, str(tmp_path))
+    with pytest.raises(FileNotFoundError, match="aiinfra bench collectives"):
+        results.results_table()

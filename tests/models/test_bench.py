@@ -1,61 +1,87 @@
 """``aiinfra bench attention`` runs at tiny sizes and rejects bad options."""
 
-import argparse
 import json
 
 import pytest
 import torch
+from aiinfra import cli
 from aiinfra.models import bench
 
-
-def parse(*argv: str) -> argparse.Namespace:
-    parser = argparse.ArgumentParser()
-    bench.add_arguments(parser)
-    return parser.parse_args(list(argv))
+TINY = ["--seq-lens", "16", "40", "--heads", "1", "--head-dim", "16", "--repeats", "1"]
 
 
-TINY = ("--seq-lens", "16", "40", "--heads", "1", "--head-dim", "16", "--repeats", "1")
+def run(*argv: str) -> int:
+    return cli.main(["bench", "attention", *TINY, "--device", "cpu", *argv])
 
 
 def test_bench_prints_json_for_every_implementation_and_length(capsys):
-    assert bench.run(parse(*TINY, "--json", "--device", "cpu")) == 0
+    assert run("--json") == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["columns"] == ["impl", "N", "ms", "peak MiB", "GFLOP/s"]
-    assert [(r[0], r[1]) for r in out["rows"]] == [
-        (impl, n) for n in (16, 40) for impl in ("standard", "tiled", "sdpa")
+    assert out["columns"] == ["impl", "pass", "N", "ms", "peak MiB", "TFLOP/s"]
+    assert [(r[0], r[1], r[2]) for r in out["rows"]] == [
+        (impl, "forward", n) for n in (16, 40) for impl in ("standard", "tiled", "sdpa")
     ]
-    assert all(r[2] > 0 and r[3] > 0 for r in out["rows"])
+    assert all(r[3] > 0 and r[4] > 0 for r in out["rows"])
+    # The standard version holds the N x N scores; the tiled one only blocks.
+    peak = {(r[0], r[2]): r[4] for r in out["rows"]}
+    assert peak[("standard", 40)] > peak[("tiled", 40)]
 
 
-def test_bench_times_forward_and_backward_as_text(capsys):
-    args = parse(*TINY, "--impl", "tiled", "--backward", "--causal", "--block", "8")
-    assert bench.run(args) == 0
-    out = capsys.readouterr().out
-    assert "tiled" in out and "forward+backward" in out and "causal=True" in out
+def test_bench_times_forward_and_backward_and_stores_them(tmp_path, capsys):
+    out = tmp_path / "attention.json"
+    argv = ["--impl", "tiled", "--passes", "all", "--causal", "--block", "8"]
+    assert run(*argv, "--out", str(out)) == 0
+    text = capsys.readouterr().out
+    assert "forward+backward" in text and "causal=True" in text
+    doc = json.loads(out.read_text())
+    assert doc["stamp"]["backend"] == "cpu" and doc["config"]["causal"] is True
+    assert [(r["pass"], r["N"]) for r in doc["rows"]] == [
+        ("forward", 16),
+        ("forward", 40),
+        ("forward+backward", 16),
+        ("forward+backward", 40),
+    ]
 
 
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (("--batch", "0"), "--batch must be positive"),
-        (("--seq-lens", "16", "-4"), "--seq-lens must be positive"),
-        (("--impl", "triton", "--device", "cpu"), "--impl triton needs a CUDA device"),
-        (("--block", "0"), "--block must be positive"),
+        (("--batch", "0"), "--batch: must be an int >= 1"),
+        (("--seq-lens", "16", "-4"), "--seq-lens: must be an int >= 1"),
+        (("--impl", "triton"), "triton needs a CUDA device"),
+        (("--block", "0"), "--block: must be an int >= 1"),
+        (("--passes", "backward"), "--passes: must be some of"),
+        (("--impl", "magic"), "--impl: invalid choice"),
+        (("--dtype", "int8"), "--dtype: invalid choice"),
     ],
 )
 def test_bad_options_exit_with_status_2_and_a_message(argv, message, capsys):
-    assert bench.run(parse(*argv)) == 2
+    with pytest.raises(SystemExit) as exit_:
+        run(*argv)
+    assert exit_.value.code == 2
     assert message in capsys.readouterr().err
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only error")
 def test_cuda_without_a_gpu_is_rejected(capsys):
-    assert bench.run(parse("--device", "cuda")) == 2
+    with pytest.raises(SystemExit):
+        cli.main(["bench", "attention", "--device", "cuda"])
     assert "no CUDA device" in capsys.readouterr().err
 
 
-def test_unknown_choices_are_rejected_by_argparse():
-    with pytest.raises(SystemExit):
-        parse("--impl", "magic")
-    with pytest.raises(SystemExit):
-        parse("--dtype", "int8")
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"head_dim": 24, "device": "cpu", "impls": ("tiled",)}, None),
+        ({"device": "tpu"}, "device must be cpu, cuda or auto"),
+        ({"device": "cpu", "passes": ()}, "passes must be some of"),
+        ({"device": "cpu", "dtype": "int8"}, "dtype must be one of"),
+        ({"device": "cpu", "repeats": 0}, "repeats must be >= 1"),
+    ],
+)
+def test_config_owns_its_validation(kwargs, message):
+    if message is None:
+        assert bench.AttentionBenchConfig(**kwargs).heads == 2  # the CPU default
+        return
+    with pytest.raises(ValueError, match=message):
+        bench.AttentionBenchConfig(**kwargs)

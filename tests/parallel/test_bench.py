@@ -1,28 +1,25 @@
 """The DDP step-time benchmark: its configuration checks, a smoke run, the results.
 
-The committed results (``docs/_data/bench/ddp-gloo.json``) carry the book's bar: our
-bucketed DDP within 1.25x of ``DistributedDataParallel``'s step time on 2 gloo ranks.
+The committed results (``docs/_data/bench/ddp-gloo.json``) carry the book's bar
+(:data:`aiinfra.parallel.bench.BAR`): our bucketed DDP within 1.25x of
+``DistributedDataParallel``'s step time on 2 gloo ranks.
 """
 
-import argparse
 import json
-import pathlib
 
-import matplotlib.figure
 import pytest
+from aiinfra import cli, results
 from aiinfra.parallel import bench
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-RESULTS = ROOT / "docs" / "_data" / "bench" / "ddp-gloo.json"
 
 
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
         ({"world_size": 0}, "world_size must be >= 1"),
-        ({"batch": 63}, "batch=63 is not divisible"),
+        ({"batch": 63}, r"batch must be divisible by world_size \(2\), got 63"),
         ({"repeats": 0}, "repeats must be >= 1"),
         ({"bucket_mib": (1.0, 0.0)}, "bucket_mib must be sizes > 0"),
+        ({"backend": "mpi"}, "backend must be gloo or nccl"),
     ],
 )
 def test_bench_config_rejects_bad_values(kwargs, match):
@@ -30,35 +27,53 @@ def test_bench_config_rejects_bad_values(kwargs, match):
         bench.DDPBenchConfig(**kwargs)
 
 
-def test_bench_cli_returns_2_on_bad_flags(capsys):
-    parser = argparse.ArgumentParser()
-    bench.add_arguments(parser)
-    assert bench.run(parser.parse_args(["--batch", "3"])) == 2
-    assert "not divisible" in capsys.readouterr().err
-
-
-def test_bench_smoke_run_times_every_variant(tmp_path):
-    cfg = bench.DDPBenchConfig(
-        widths=(8, 16, 4), batch=8, steps=1, repeats=2, bucket_mib=(0.0005, 1.0)
+def test_bench_cli_exits_2_naming_the_flag(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["bench", "ddp", "--batch", "3"])
+    assert exit_.value.code == 2
+    assert "--batch must be divisible by world_size (2), got 3" in (
+        capsys.readouterr().err
     )
-    path = bench.write_ddp_results(tmp_path / "ddp.json", cfg)
-    rows = json.loads(path.read_text())["rows"]
+
+
+@pytest.mark.slow
+def test_bench_smoke_run_times_every_variant_and_stores_them(tmp_path, capsys):
+    out = tmp_path / "ddp.json"
+    argv = ["bench", "ddp", "--batch", "8", "--steps", "1", "--repeats", "2"]
+    argv += ["--bucket-mib", "0.0005", "1", "--out", str(out), "--json"]
+    assert cli.main(argv) == 0
+    doc = json.loads(out.read_text())
+    rows = doc["rows"]
     assert {(r["impl"], r["bucket_mib"]) for r in rows} == {
-        ("compute only", 1.0), ("ours naive", 1.0), ("ours bucketed", 1.0),
-        ("torch DDP", 1.0), ("ours bucketed", 0.0005), ("torch DDP", 0.0005),
-    }  # fmt: skip
+        ("compute only", 1.0),
+        ("ours naive", 1.0),
+        ("ours bucketed", 1.0),
+        ("torch DDP", 1.0),
+        ("ours bucketed", 0.0005),
+        ("torch DDP", 0.0005),
+    }
     assert all(len(r["repeats_s"]) == 2 and r["step_s"] > 0 for r in rows)
-    assert bench.bucketed_over_ddp(path) > 0
+    assert doc["stamp"]["world_size"] == 2 and doc["stamp"]["backend"] == "gloo"
+    assert json.loads(capsys.readouterr().out)["rows"] == rows
 
 
 def test_committed_results_meet_the_bar_and_render():
-    assert bench.bucketed_over_ddp(RESULTS) <= 1.25
-    table = bench.results_table(RESULTS)
+    assert bench.bucketed_over_ddp() <= bench.BAR
+    table = bench.results_table()
     assert table.rows[0][0] == "compute only" and "gloo, 2 ranks" in table.note
-    fig = bench.ddp_step_time_figure(RESULTS)
-    assert isinstance(fig, matplotlib.figure.Figure) and len(fig.axes) == 2
+    ddp_row = [r for r in table.rows if r[0] == "torch DDP" and r[1] == 25.0]
+    assert ddp_row[0][3] == 1.0  # DDP at 25 MiB is the column's unit
+    fig = bench.ddp_step_time_figure()
+    assert len(fig.axes) == 2
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == [
+        "torch DDP",
+        "ours bucketed",
+        "ours naive",
+        "compute only",
+    ]
 
 
-def test_missing_results_name_the_command(tmp_path):
-    with pytest.raises(FileNotFoundError, match="aiinfra bench ddp"):
-        bench.results_table(tmp_path / "none.json")
+def test_missing_results_name_the_command(tmp_path, monkeypatch):
+    monkeypatch.setenv(results.DATA_ENV, str(tmp_path))
+    with pytest.raises(FileNotFoundError, match="aiinfra bench ddp --world-size 2"):
+        bench.results_table()

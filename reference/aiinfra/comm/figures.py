@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 from matplotlib import colormaps
@@ -21,8 +20,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
+from aiinfra import results
 from aiinfra.comm import cost
-from aiinfra.comm.results import load_results
 
 SUM_COLOR = "0.25"  # a chunk that holds every rank's contribution
 ALL_REDUCE = {
@@ -260,20 +259,20 @@ def scaling_figure(
     return fig
 
 
-def results_figure(path: str | Path) -> Figure:
-    """Measured busbw against size from a ``bench`` results file, one panel per
+def results_figure(backend: str = "gloo") -> Figure:
+    """Measured busbw against size from the ``collectives`` results, one panel per
     collective, one line per algorithm.
 
     Raises:
-        FileNotFoundError: no file at ``path`` (the message names the command that
-            writes it).
-        ValueError: the file holds no rows.
+        FileNotFoundError: no results on ``backend`` (the message names the command
+            that writes them).
+        ValueError: the results hold no rows.
     """
-    results = load_results(path)
-    if not results["rows"]:
-        raise ValueError(f"{path} holds no rows to plot")
+    measured = results.load("collectives", backend)
+    if not measured["rows"]:
+        raise ValueError(f"the {backend} collectives results hold no rows to plot")
     by: dict[str, dict[str, list[tuple[int, float]]]] = {}
-    for row in results["rows"]:
+    for row in measured["rows"]:
         series = by.setdefault(row["collective"], {}).setdefault(row["algorithm"], [])
         series.append((row["size"], row["busbw"]))
     cols = min(len(by), 3)
@@ -294,6 +293,6 @@ def results_figure(path: str | Path) -> Figure:
         ax.grid(True, alpha=0.3)
     for ax in list(axes):
         ax.remove()  # the unused cells of the grid
-    stamp = results["stamp"]
+    stamp = measured["stamp"]
     fig.suptitle(f"{stamp['backend']}, {stamp['world_size']} ranks", fontsize=9)
     return fig

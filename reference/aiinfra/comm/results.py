@@ -6,29 +6,19 @@ bandwidth busbw = algbw x factor, where the factor, 2(n-1)/n for all-reduce on n
 ranks, (n-1)/n for reduce-scatter, all-gather and all-to-all, 1 for broadcast and
 reduce, scales algbw to the traffic on the busiest link of an optimal algorithm: busbw
 is the number to hold against a link's peak bandwidth, whatever the collective and n.
-S is the whole buffer (the all-gather output, the reduce-scatter input). A results
-file is JSON: the rows of a ``bench`` run and a stamp of where and when they were
-measured (date, CPU or GPU model, versions, never the hostname).
+S is the whole buffer (the all-gather output, the reduce-scatter input). A run's rows
+are stored by :mod:`aiinfra.results` (kind ``collectives``) with a stamp of where and
+when they were measured.
 """
 
 from __future__ import annotations
 
-import datetime
-import json
 import math
-import os
-import platform
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-import numpy as np
-import torch
-
-import aiinfra
+from aiinfra import results
 from aiinfra.report import Table
-
-RESULTS_COMMAND = "nox -s bench"  # the session that writes docs/_data/bench/*.json
 
 # nccl-tests doc/PERFORMANCE.md: busbw = algbw x factor, with S the total size.
 BUSBW_FACTORS: dict[str, Callable[[int], float]] = {
@@ -90,65 +80,6 @@ def busbw_factor_table(ns: tuple[int, ...] = (2, 4, 8, 16, 64, 1024)) -> Table:
     )
 
 
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def machine_stamp(world_size: int, backend: str) -> dict[str, Any]:
-    """Where and when a result was measured: date (UTC), machine, versions; no host."""
-    cuda = backend == "nccl" and torch.cuda.is_available()
-    return {
-        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "cpu": _cpu_model(),
-        "cpu_count": os.cpu_count(),
-        "load_1min": round(os.getloadavg()[0], 2),  # the machine may be shared
-        "gpu": torch.cuda.get_device_name(0) if cuda else None,
-        "os": f"{platform.system()} {platform.machine()}",
-        "world_size": world_size,
-        "backend": backend,
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "aiinfra": aiinfra.__version__,
-    }
-
-
-def write_results(
-    path: str | Path,
-    rows: list[dict[str, Any]],
-    stamp: dict[str, Any],
-    config: dict[str, Any],
-) -> Path:
-    """Write ``{"stamp", "config", "rows"}`` as JSON to ``path`` (folders made)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    doc = {"stamp": stamp, "config": config, "rows": rows}
-    path.write_text(json.dumps(doc, indent=1) + "\n")
-    return path
-
-
-def load_results(path: str | Path) -> dict[str, Any]:
-    """Read a results file written by :func:`write_results`.
-
-    Raises:
-        FileNotFoundError: no file at ``path``; the message names the command that
-            writes it.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"no benchmark results at {path}: run `{RESULTS_COMMAND}` (or `aiinfra "
-            f"bench collectives --out {path}`) to measure them"
-        )
-    return json.loads(path.read_text())
-
-
 # Row key -> column header, in nccl-tests' order.
 COLUMNS = {
     "collective": "collective",
@@ -169,27 +100,24 @@ def rows_table(rows: list[dict[str, Any]], note: str = "") -> Table:
 
 
 def results_table(
-    path: str | Path,
-    collective: str | None = None,
-    min_bytes: int = 0,
+    collective: str | None = None, min_bytes: int = 0, backend: str = "gloo"
 ) -> Table:
-    """A results file as a table whose note is the file's stamp.
+    """The measured rows as a table whose note is the results file's stamp.
 
     Args:
-        path: a file written by :func:`write_results`.
         collective: keep only this collective's rows (e.g. ``"all_reduce"``).
         min_bytes: keep only sizes of at least this many bytes.
+        backend: the results of ``gloo`` (CPU) or ``nccl`` (GPU) runs.
     """
-    results = load_results(path)
-    st = results["stamp"]
-    machine = st["gpu"] or f"{st['cpu']} ({st['cpu_count']} cores)"
+    measured = results.load("collectives", backend)
+    st = measured["stamp"]
     note = (
-        f"{st['backend']}, {st['world_size']} ranks on {machine}; torch "
-        f"{st['torch']}, aiinfra {st['aiinfra']}; {st['date']}"
+        f"{st['backend']}, {st['world_size']} ranks on {results.machine_label(st)}; "
+        f"torch {st['torch']}, aiinfra {st['aiinfra']}; {st['date']}"
     )
     rows = [
         r
-        for r in results["rows"]
+        for r in measured["rows"]
         if (collective is None or r["collective"] == collective)
         and r["size"] >= min_bytes
     ]
@@ -197,14 +125,14 @@ def results_table(
 
 
 def busbw_ratio(
-    path: str | Path, collective: str, algorithm: str, reference: str, size: int
+    collective: str, algorithm: str, reference: str, size: int, backend: str = "gloo"
 ) -> float:
     """busbw of ``algorithm`` over that of ``reference`` at ``size`` bytes.
 
     Raises:
-        ValueError: the file has no row for one of the two at that size.
+        ValueError: the results have no row for one of the two at that size.
     """
-    rows = load_results(path)["rows"]
+    rows = results.load("collectives", backend)["rows"]
     found = {
         r["algorithm"]: r["busbw"]
         for r in rows
@@ -213,6 +141,7 @@ def busbw_ratio(
     for name in (algorithm, reference):
         if name not in found:
             raise ValueError(
-                f"no {collective} row for algorithm {name!r} at size {size} in {path}"
+                f"no {collective} row for algorithm {name!r} at size {size} in the "
+                f"{backend} results"
             )
     return found[algorithm] / found[reference]

@@ -20,16 +20,18 @@ import math
 import weakref
 from collections.abc import Callable, Sequence
 from itertools import pairwise
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
-from matplotlib.figure import Figure
 from torch import Tensor
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 from aiinfra.models.flash_attention import flash_attention, standard_attention
 from aiinfra.report import Table
+
+if TYPE_CHECKING:  # drawing needs matplotlib (the docs extra); measuring does not
+    from matplotlib.figure import Figure
 
 
 class PeakMemory(TorchDispatchMode):
@@ -172,6 +174,8 @@ def growth_exponent(ns: Sequence[int], values: Sequence[float]) -> float:
 
 def memory_figure(curve: dict[str, list[int]] | None = None) -> Figure:
     """Log-log plot of measured peak bytes against ``N``, standard against tiled."""
+    from matplotlib.figure import Figure
+
     curve = curve or memory_curve()
     ns = curve["N"]
     fig = Figure(figsize=(6, 3.6))

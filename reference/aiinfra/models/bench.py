@@ -1,4 +1,4 @@
-"""``aiinfra bench attention``: time and memory of four attention implementations.
+"""Time and memory of four attention implementations (``aiinfra bench attention``).
 
 Compares standard attention (``N x N`` scores in memory), the tiled PyTorch
 FlashAttention of :mod:`aiinfra.models.flash_attention`, the Triton kernel of
@@ -11,16 +11,17 @@ beyond its inputs (``torch.cuda.max_memory_allocated`` on a GPU,
 separate run because tracking slows the call down). Throughput counts the matmul
 FLOPs ``4 B H N^2 d`` of the forward pass (half when causal) and 2.5 times that
 for forward plus backward, the convention of the FlashAttention papers. The
-defaults are small on the CPU and realistic on a GPU.
+defaults are small on the CPU and realistic on a GPU; on a GPU, ``nox -s gpu`` stores
+the results (:mod:`aiinfra.results`, kind ``attention``) that the book renders.
 """
 
 from __future__ import annotations
 
-import argparse
 import statistics
-import sys
 import time
 from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -31,6 +32,7 @@ from aiinfra.models.flash_attention import flash_attention, standard_attention
 from aiinfra.report import Table
 
 IMPLEMENTATIONS = ("standard", "tiled", "triton", "sdpa")
+PASSES = ("forward", "forward+backward")
 DTYPES = {
     "float32": torch.float32,
     "float16": torch.float16,
@@ -38,83 +40,83 @@ DTYPES = {
 }
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the options of ``aiinfra bench attention`` to ``parser``."""
-    parser.add_argument(
-        "--impl",
-        nargs="+",
-        choices=IMPLEMENTATIONS,
-        help="implementations (default: all that run on the device)",
-    )
-    parser.add_argument(
-        "--seq-lens",
-        type=int,
-        nargs="+",
-        metavar="N",
-        help="sequence lengths (default 128 256 512 on the CPU, "
-        "1024 2048 4096 on a GPU)",
-    )
-    parser.add_argument("--batch", type=int, default=1, help="batch size B")
-    parser.add_argument("--heads", type=int, help="heads H (default 2 CPU, 16 GPU)")
-    parser.add_argument("--head-dim", type=int, default=64, help="head dimension d")
-    parser.add_argument(
-        "--dtype",
-        choices=sorted(DTYPES),
-        help="element type (default float32 CPU, bfloat16 GPU)",
-    )
-    parser.add_argument("--causal", action="store_true", help="causal mask")
-    parser.add_argument(
-        "--backward",
-        action="store_true",
-        help="time forward + backward",
-    )
-    parser.add_argument(
-        "--block", type=int, default=64, help="block size of the tiled PyTorch version"
-    )
-    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
-    parser.add_argument("--repeats", type=int, default=3, help="timed runs per point")
-    parser.add_argument("--json", action="store_true", help="print JSON, not text")
+@dataclass(frozen=True)
+class AttentionBenchConfig:
+    """What to time; ``None`` fields take the device's default.
 
+    Args:
+        device: ``cpu``, ``cuda`` or ``auto`` (a GPU if there is one).
+        impls: implementations (default: all that run on the device).
+        seq_lens: sequence lengths N (128 256 512 on the CPU, 1K-16K on a GPU).
+        batch: B.
+        heads: H (2 on the CPU, 16 on a GPU).
+        head_dim: d.
+        dtype: a key of :data:`DTYPES` (float32 CPU, bfloat16 GPU).
+        causal: the causal mask.
+        passes: some of :data:`PASSES`.
+        block: block size of the tiled PyTorch version.
+        repeats: timed runs per point; the median is reported.
 
-def _settings(args: argparse.Namespace) -> dict:
-    """Fill defaults by device and check every option; raise ValueError if bad."""
-    device = args.device
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("--device cuda: no CUDA device is available")
-    gpu = device == "cuda"
-    impls = args.impl or [i for i in IMPLEMENTATIONS if gpu or i != "triton"]
-    if "triton" in impls and not gpu:
-        raise ValueError(
-            "--impl triton needs a CUDA device (use the tests for the CPU interpreter)"
+    Raises:
+        ValueError: a size < 1, Triton without a GPU or with a head dimension that is
+            not a power of two >= 16, CUDA asked for where there is none.
+    """
+
+    device: str = "auto"
+    impls: tuple[str, ...] | None = None
+    seq_lens: tuple[int, ...] | None = None
+    batch: int = 1
+    heads: int | None = None
+    head_dim: int = 64
+    dtype: str | None = None
+    causal: bool = False
+    passes: tuple[str, ...] = ("forward",)
+    block: int = 64
+    repeats: int = 3
+
+    def __post_init__(self) -> None:
+        device = self.device
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        if device not in ("cpu", "cuda"):
+            raise ValueError(f"device must be cpu, cuda or auto, got {self.device!r}")
+        if device == "cuda" and not torch.cuda.is_available():
+            raise ValueError("device cuda: no CUDA device is available")
+        gpu = device == "cuda"
+        impls = self.impls or tuple(i for i in IMPLEMENTATIONS if gpu or i != "triton")
+        seq_lens = self.seq_lens or (
+            (1024, 2048, 4096, 8192, 16384) if gpu else (128, 256, 512)
         )
-    seq_lens = args.seq_lens or ([1024, 2048, 4096] if gpu else [128, 256, 512])
-    heads = args.heads if args.heads is not None else (16 if gpu else 2)
-    for name, value in (
-        ("--seq-lens", min(seq_lens)),
-        ("--batch", args.batch),
-        ("--heads", heads),
-        ("--head-dim", args.head_dim),
-        ("--block", args.block),
-        ("--repeats", args.repeats),
-    ):
-        if value < 1:
-            raise ValueError(f"{name} must be positive, got {value}")
-    if "triton" in impls and (
-        args.head_dim < 16 or args.head_dim & (args.head_dim - 1)
-    ):
-        raise ValueError(
-            f"--head-dim must be a power of two >= 16 for triton, got {args.head_dim}"
-        )
-    dtype = DTYPES[args.dtype or ("bfloat16" if gpu else "float32")]
-    return {
-        "device": device,
-        "impls": impls,
-        "seq_lens": seq_lens,
-        "heads": heads,
-        "dtype": dtype,
-    }
+        fill = {
+            "device": device,
+            "impls": tuple(impls),
+            "seq_lens": tuple(seq_lens),
+            "heads": self.heads if self.heads is not None else (16 if gpu else 2),
+            "dtype": self.dtype or ("bfloat16" if gpu else "float32"),
+        }
+        for name, value in fill.items():
+            object.__setattr__(self, name, value)
+        if set(self.impls) - set(IMPLEMENTATIONS):
+            raise ValueError(f"impls must be some of {IMPLEMENTATIONS}, got {impls}")
+        if not self.passes or set(self.passes) - set(PASSES):
+            raise ValueError(f"passes must be some of {PASSES}, got {self.passes}")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {list(DTYPES)}, got {self.dtype!r}")
+        if "triton" in self.impls and not gpu:
+            raise ValueError(
+                "impls: triton needs a CUDA device (the tests run it in the CPU "
+                "interpreter)"
+            )
+        for name in ("batch", "heads", "head_dim", "block", "repeats"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if min(self.seq_lens) < 1:
+            raise ValueError(f"seq_lens must be >= 1, got {self.seq_lens}")
+        d = self.head_dim
+        if "triton" in self.impls and (d < 16 or d & (d - 1)):
+            raise ValueError(
+                f"head_dim must be a power of two >= 16 for triton, got {d}"
+            )
 
 
 def _attention_fn(impl: str, causal: bool, block: int) -> Callable[..., Tensor]:
@@ -180,34 +182,53 @@ def _sig(x: float) -> float:
     return float(f"{x:.4g}")
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run the benchmark; print a table (or JSON). Returns the exit status.
+def run_bench(cfg: AttentionBenchConfig) -> dict[str, Any]:
+    """Time every implementation, pass and length; the body of a results file.
 
     Returns:
-        0 on success, 2 (after a message on stderr) for invalid options.
+        ``{"config": ..., "rows": [{"impl", "pass", "N", "ms", "peak_mib",
+        "tflops"}, ...]}``.
     """
-    try:
-        s = _settings(args)
-    except ValueError as exc:
-        print(f"aiinfra bench attention: error: {exc}", file=sys.stderr)
-        return 2
     rows = []
-    for n in s["seq_lens"]:
-        shape = (args.batch, s["heads"], n, args.head_dim)  # (B, H, N, d)
-        flops = 4 * args.batch * s["heads"] * n * n * args.head_dim
-        flops *= (0.5 if args.causal else 1) * (2.5 if args.backward else 1)
-        for impl in s["impls"]:
-            fn = _attention_fn(impl, args.causal, args.block)
-            ms, peak = measure(
-                fn, shape, s["dtype"], s["device"], args.backward, args.repeats
-            )
-            rows.append([impl, n, _sig(ms), _sig(peak / 2**20), _sig(flops / ms / 1e6)])
-    note = (
-        f"{s['device']}, {str(s['dtype']).removeprefix('torch.')}, "
-        f"B={args.batch}, H={s['heads']}, d={args.head_dim}, "
-        f"causal={args.causal}, {'forward+backward' if args.backward else 'forward'}"
-        f"; median of {args.repeats}; MiB = 2^20 bytes beyond the inputs."
+    dtype = DTYPES[cfg.dtype]
+    for backward in [p == "forward+backward" for p in cfg.passes]:
+        for n in cfg.seq_lens:
+            shape = (cfg.batch, cfg.heads, n, cfg.head_dim)  # (B, H, N, d)
+            flops = 4 * cfg.batch * cfg.heads * n * n * cfg.head_dim
+            flops *= (0.5 if cfg.causal else 1) * (2.5 if backward else 1)
+            for impl in cfg.impls:
+                fn = _attention_fn(impl, cfg.causal, cfg.block)
+                ms, peak = measure(fn, shape, dtype, cfg.device, backward, cfg.repeats)
+                rows.append(
+                    {
+                        "impl": impl,
+                        "pass": PASSES[backward],
+                        "N": n,
+                        "ms": _sig(ms),
+                        "peak_mib": _sig(peak / 2**20),
+                        "tflops": _sig(flops / ms / 1e9),
+                    }
+                )
+    return {"config": asdict(cfg), "rows": rows}
+
+
+COLUMNS = {
+    "impl": "impl",
+    "pass": "pass",
+    "N": "N",
+    "ms": "ms",
+    "peak_mib": "peak MiB",
+    "tflops": "TFLOP/s",
+}
+
+
+def attention_table(body: dict[str, Any], note: str = "") -> Table:
+    """The rows of :func:`run_bench` (or of a results file) as a table."""
+    c = body["config"]
+    note = note or (
+        f"{c['device']}, {c['dtype']}, B={c['batch']}, H={c['heads']}, "
+        f"d={c['head_dim']}, causal={c['causal']}; median of {c['repeats']}; "
+        "MiB = 2^20 bytes beyond the inputs."
     )
-    table = Table(["impl", "N", "ms", "peak MiB", "GFLOP/s"], rows, note)
-    print(table.to_json() if args.json else table.to_text())
-    return 0
+    rows = [[r[k] for k in COLUMNS] for r in body["rows"]]
+    return Table(list(COLUMNS.values()), rows, note)

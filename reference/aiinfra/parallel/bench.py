@@ -12,29 +12,28 @@ per-message latency many times, one huge bucket starts only after backward.
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-import matplotlib.figure
 import torch
 import torch.distributed as dist
 from torch import nn
 
-from aiinfra.comm.results import machine_stamp, write_results
+from aiinfra import results
 from aiinfra.distributed import run_distributed
 from aiinfra.parallel.ddp_bucketed import BucketedDDP
 from aiinfra.parallel.ddp_naive import NaiveDDP
 from aiinfra.parallel.toy import mlp, rank_share, regression_batches
 from aiinfra.report import Table
 
-RESULTS_COMMAND = "aiinfra bench ddp --out docs/_data/bench/ddp-gloo.json"
+if TYPE_CHECKING:  # drawing needs matplotlib (the docs extra); timing does not
+    from matplotlib.figure import Figure
+
 MIB = 2**20
+BAR = 1.25  # the book's bar: ours (bucketed) / DistributedDataParallel step time
 
 
 @dataclass(frozen=True)
@@ -50,6 +49,7 @@ class DDPBenchConfig:
         repeats: repeats per variant, interleaved; the median is reported.
         bucket_mib: bucket sizes of the sweep, MiB; the largest is also the default
             of the comparison (DDP's own default is 25 MiB).
+        backend: ``gloo`` (CPU processes) or ``nccl`` (one GPU per rank).
     """
 
     world_size: int = 2
@@ -58,33 +58,43 @@ class DDPBenchConfig:
     steps: int = 3
     repeats: int = 11
     bucket_mib: tuple[float, ...] = (0.25, 1.0, 4.0, 25.0)
+    backend: str = "gloo"
 
     def __post_init__(self) -> None:
+        if self.backend not in ("gloo", "nccl"):
+            raise ValueError(f"backend must be gloo or nccl, got {self.backend!r}")
         for name in ("world_size", "batch", "steps", "repeats"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.batch % self.world_size:
-            raise ValueError(f"batch={self.batch} is not divisible by world_size")
+            raise ValueError(
+                f"batch must be divisible by world_size ({self.world_size}), got "
+                f"{self.batch}"
+            )
         if not self.bucket_mib or min(self.bucket_mib) <= 0:
             raise ValueError(f"bucket_mib must be sizes > 0, got {self.bucket_mib}")
 
 
 def _variant(impl: str, bucket_mib: float, cfg: DDPBenchConfig) -> Callable[[], None]:
     """A fresh model wrapped as ``impl``, and a function that runs one step on it."""
-    model = mlp(cfg.widths)
+    device = _device(cfg.backend)
+    model = mlp(cfg.widths).to(device)
     bucket_bytes = int(bucket_mib * MIB)
     if impl == "ours naive":
         wrapped = NaiveDDP(model)
     elif impl == "ours bucketed":
         wrapped = BucketedDDP(model, bucket_bytes=bucket_bytes)
     elif impl == "torch DDP":
-        wrapped = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=bucket_mib)
+        ids = None if device.type == "cpu" else [device.index]
+        wrapped = nn.parallel.DistributedDataParallel(
+            model, device_ids=ids, bucket_cap_mb=bucket_mib
+        )
     else:  # "compute only": the same work without any communication
         wrapped = model
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
     rank, n_ranks = dist.get_rank(), dist.get_world_size()
     ((x, y),) = regression_batches(1, cfg.batch, cfg.widths[0], cfg.widths[-1])
-    x, y = rank_share(x, rank, n_ranks), rank_share(y, rank, n_ranks)
+    x, y = (rank_share(t, rank, n_ranks).to(device) for t in (x, y))
 
     def step() -> None:
         optimizer.zero_grad()
@@ -96,8 +106,18 @@ def _variant(impl: str, bucket_mib: float, cfg: DDPBenchConfig) -> Callable[[], 
     return step
 
 
-def bench_rank(cfg: DDPBenchConfig) -> list[dict]:
+def _device(backend: str) -> torch.device:
+    if backend == "nccl":
+        return torch.device("cuda", dist.get_rank() % torch.cuda.device_count())
+    return torch.device("cpu")
+
+
+def bench_rank(cfg: DDPBenchConfig) -> list[dict[str, Any]]:
     """Run on every rank: seconds per step of each variant, one value per repeat."""
+    device = _device(cfg.backend)
+    sync = torch.cuda.synchronize if device.type == "cuda" else lambda: None
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
     top = max(cfg.bucket_mib)
     variants = [("compute only", top), ("ours naive", top)]
     for b in sorted(cfg.bucket_mib, reverse=True):  # the pair to compare first
@@ -107,42 +127,36 @@ def bench_rank(cfg: DDPBenchConfig) -> list[dict]:
     for _ in range(cfg.repeats):
         for v, step in steps.items():  # interleaved: a noisy minute hits all alike
             step()  # warm-up (first-call allocations)
+            sync()
             dist.barrier()
             start = time.perf_counter()
             for _ in range(cfg.steps):
                 step()
+            sync()
             dist.barrier()
             times[v].append((time.perf_counter() - start) / cfg.steps)
     return [
-        {"impl": impl, "bucket_mib": b, "step_s": statistics.median(times[(impl, b)]),
-         "repeats_s": times[(impl, b)]}
+        {
+            "impl": impl,
+            "bucket_mib": b,
+            "step_s": statistics.median(times[(impl, b)]),
+            "repeats_s": times[(impl, b)],
+        }
         for impl, b in variants
-    ]  # fmt: skip
+    ]
 
 
-def run_bench(cfg: DDPBenchConfig) -> dict:
-    """Time every variant on ``cfg.world_size`` spawned gloo ranks (rank 0's clock)."""
+def run_bench(cfg: DDPBenchConfig) -> dict[str, Any]:
+    """Time every variant on ``cfg.world_size`` spawned ranks (rank 0's clock).
+
+    Returns:
+        ``{"config", "rows"}``, the body of a ``ddp`` results file.
+    """
     n_params = sum(p.numel() for p in mlp(cfg.widths).parameters())
-    rows = run_distributed(bench_rank, cfg.world_size, cfg, timeout=600)[0]
-    return {
-        "stamp": machine_stamp(cfg.world_size, "gloo"),
-        "config": {**asdict(cfg), "n_params": n_params},
-        "rows": rows,
-    }
-
-
-def write_ddp_results(path: str | Path, cfg: DDPBenchConfig) -> Path:
-    """Run :func:`run_bench` and write its stamped JSON to ``path``."""
-    res = run_bench(cfg)
-    return write_results(path, res["rows"], res["stamp"], res["config"])
-
-
-def load_ddp_results(path: str | Path) -> dict:
-    """Read a results file; a missing one names the command that writes it."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no results at {path}: run `{RESULTS_COMMAND}`")
-    return json.loads(path.read_text())
+    rows = run_distributed(
+        bench_rank, cfg.world_size, cfg, backend=cfg.backend, timeout=600
+    )[0]
+    return {"config": {**asdict(cfg), "n_params": n_params}, "rows": rows}
 
 
 def _step_ms(res: dict, impl: str, bucket_mib: float | None = None) -> float:
@@ -152,68 +166,88 @@ def _step_ms(res: dict, impl: str, bucket_mib: float | None = None) -> float:
     return 1e3 * row["step_s"]
 
 
-def step_time_ms(path: str | Path, impl: str, bucket_mib: float | None = None) -> float:
-    """Median step time of ``impl`` in a results file, ms (largest bucket if None)."""
-    return _step_ms(load_ddp_results(path), impl, bucket_mib)
+def step_time_ms(
+    impl: str, bucket_mib: float | None = None, backend: str = "gloo"
+) -> float:
+    """Median step time of ``impl`` in the results, ms (largest bucket if None)."""
+    return _step_ms(results.load("ddp", backend), impl, bucket_mib)
 
 
-def best_bucket_mib(path: str | Path, impl: str = "ours bucketed") -> float:
+def best_bucket_mib(impl: str = "ours bucketed", backend: str = "gloo") -> float:
     """The bucket size, MiB, at which ``impl`` had its shortest median step."""
-    rows = [r for r in load_ddp_results(path)["rows"] if r["impl"] == impl]
+    rows = [r for r in results.load("ddp", backend)["rows"] if r["impl"] == impl]
     return min(rows, key=lambda r: r["step_s"])["bucket_mib"]
 
 
-def bucketed_over_ddp(path: str | Path) -> float:
+def n_params(backend: str = "gloo") -> int:
+    """Parameters of the benchmarked MLP."""
+    return results.load("ddp", backend)["config"]["n_params"]
+
+
+def bucketed_over_ddp(backend: str = "gloo") -> float:
     """Median over repeats of ours (bucketed) / DDP's step time, largest bucket.
 
     Each repeat timed the two variants one after the other, so the ratio of a pair
     cancels most of the drift of a shared machine's load.
     """
-    res = load_ddp_results(path)
+    res = results.load("ddp", backend)
     top = max(res["config"]["bucket_mib"])
     ours, ddp = (
-        next(r["repeats_s"] for r in res["rows"]
-             if r["impl"] == impl and r["bucket_mib"] == top)
+        next(
+            r["repeats_s"]
+            for r in res["rows"]
+            if r["impl"] == impl and r["bucket_mib"] == top
+        )
         for impl in ("ours bucketed", "torch DDP")
-    )  # fmt: skip
+    )
     return statistics.median(a / b for a, b in zip(ours, ddp, strict=True))
 
 
-def results_table(path: str | Path) -> Table:
-    """Median step time per variant and bucket size, with the file's stamp."""
-    res = load_ddp_results(path)
+def results_table(backend: str = "gloo") -> Table:
+    """Median step time per variant and bucket size, with the results' stamp."""
+    res = results.load("ddp", backend)
     ddp = _step_ms(res, "torch DDP")
     rows = [
-        [r["impl"], r["bucket_mib"], round(1e3 * r["step_s"], 1),
-         round(1e3 * r["step_s"] / ddp, 2)]
+        [
+            r["impl"],
+            r["bucket_mib"],
+            round(1e3 * r["step_s"], 1),
+            round(1e3 * r["step_s"] / ddp, 2),
+        ]
         for r in res["rows"]
-    ]  # fmt: skip
+    ]
     st, cfg = res["stamp"], res["config"]
     note = (
         f"Median of {cfg['repeats']} repeats x {cfg['steps']} steps; "
         f"{cfg['n_params']:,} parameters, batch {cfg['batch']}; {st['backend']}, "
-        f"{st['world_size']} ranks on {st['cpu']} ({st['cpu_count']} cores, load "
-        f"{st['load_1min']}); torch {st['torch']}; {st['date']}"
+        f"{st['world_size']} ranks on {results.machine_label(st)}, load "
+        f"{st['load_1min']}; torch {st['torch']}; {st['date']}"
     )
     return Table(
         ["variant", "bucket (MiB)", "step (ms)", "/ DDP at 25 MiB"], rows, note
     )
 
 
-def ddp_step_time_figure(path: str | Path) -> matplotlib.figure.Figure:
+def ddp_step_time_figure(backend: str = "gloo") -> Figure:
     """Left: step time per variant; right: step time against bucket size."""
-    res = load_ddp_results(path)
-    fig = matplotlib.figure.Figure(figsize=(9, 3.4), layout="constrained")
+    from matplotlib.figure import Figure
+
+    res = results.load("ddp", backend)
+    fig = Figure(figsize=(9, 3.4), layout="constrained")
     left, right = fig.subplots(1, 2)
     impls = ["compute only", "ours naive", "ours bucketed", "torch DDP"]
     left.barh(impls[::-1], [_step_ms(res, i) for i in impls[::-1]], color="C0")
     left.set_xlabel("step time (ms)")
     for impl, marker in (("ours bucketed", "o"), ("torch DDP", "s")):
-        pts = sorted((r["bucket_mib"], 1e3 * r["step_s"])
-                     for r in res["rows"] if r["impl"] == impl)  # fmt: skip
+        pts = sorted(
+            (r["bucket_mib"], 1e3 * r["step_s"])
+            for r in res["rows"]
+            if r["impl"] == impl
+        )
         right.plot(*zip(*pts, strict=True), marker=marker, label=impl)
-    right.axhline(_step_ms(res, "compute only"), color="gray", ls=":",
-                  label="compute only")  # fmt: skip
+    right.axhline(
+        _step_ms(res, "compute only"), color="gray", ls=":", label="compute only"
+    )
     right.set_xscale("log")
     sizes = sorted(res["config"]["bucket_mib"])
     right.set_xticks(sizes, [f"{b:g}" for b in sizes])
@@ -223,41 +257,6 @@ def ddp_step_time_figure(path: str | Path) -> matplotlib.figure.Figure:
     right.set_ylabel("step time (ms)")
     right.legend(frameon=False)
     st = res["stamp"]
-    fig.suptitle(f"{st['world_size']} gloo ranks, {st['cpu']}", fontsize=9)
+    machine = results.machine_label(st)
+    fig.suptitle(f"{st['world_size']} {st['backend']} ranks, {machine}", fontsize=9)
     return fig
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Flags of ``aiinfra bench ddp`` (defaults: :class:`DDPBenchConfig`)."""
-    d = DDPBenchConfig()
-    add = parser.add_argument
-    add("--world-size", type=int, default=d.world_size, help="gloo ranks (2)")
-    add("--steps", type=int, default=d.steps, help="timed steps per repeat (3)")
-    add("--repeats", type=int, default=d.repeats, help="interleaved repeats (11)")
-    add("--batch", type=int, default=d.batch, help="global batch (64)")
-    add("--bucket-mib", type=float, nargs="+", default=list(d.bucket_mib),
-        help="bucket sizes of the sweep, MiB (0.25 1 4 25)")  # fmt: skip
-    add("--out", type=Path, help="write the stamped results JSON here")
-    add("--json", action="store_true", help="print JSON, not a table")
-
-
-def run(args: argparse.Namespace) -> int:
-    """Run ``aiinfra bench ddp``; returns the exit status (2: bad flags)."""
-    try:
-        cfg = DDPBenchConfig(
-            world_size=args.world_size, batch=args.batch, steps=args.steps,
-            repeats=args.repeats, bucket_mib=tuple(args.bucket_mib),
-        )  # fmt: skip
-    except ValueError as e:  # flags named as the config names them
-        print(f"aiinfra bench ddp: error: {e}", file=sys.stderr)
-        return 2
-    res = run_bench(cfg)
-    if args.out:
-        write_results(args.out, res["rows"], res["stamp"], res["config"])
-    if args.json:
-        print(json.dumps(res, indent=1))
-    else:
-        for r in res["rows"]:
-            ms = 1e3 * r["step_s"]
-            print(f"{r['impl']:>14} {r['bucket_mib']:>6g} MiB {ms:8.1f} ms")
-    return 0

@@ -15,17 +15,14 @@ is the fp32 model loaded by every process times a buffer factor of 1.5.
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
-from pathlib import Path
+from typing import Any
 
-from aiinfra.comm.results import machine_stamp
+from aiinfra import results
+from aiinfra.clikit import require
 from aiinfra.memory.model_states import zero_model_states_bytes
 from aiinfra.parallel.zero_compare import WIDTHS, compare_losses
 from aiinfra.report import Table
 
-RESULTS_COMMAND = "aiinfra bench zero --out docs/_data/bench/zero-gloo.json"
 # The paper's example (Fig. 1): Psi = 7.5 B parameters on N = 64 GPUs (8 nodes of 8).
 # L: a hidden size of 4096 with GPT-2's 50,257-token embedding as the largest layer.
 EXAMPLE = {
@@ -34,12 +31,18 @@ EXAMPLE = {
     "num_gpus_per_node": 8,
     "num_nodes": 8,
 }
+BATCH = 24  # global batch of the loss comparison; world sizes must divide it
 
 
 def deepspeed_estimates(
     n_params: int, largest_layer_params: int, num_gpus_per_node: int, num_nodes: int
 ) -> dict[str, dict[str, int]]:
-    """DeepSpeed's estimates without offload, bytes: ``{stage: {"gpu", "cpu"}}``."""
+    """DeepSpeed's estimates without offload, bytes: ``{stage: {"gpu", "cpu"}}``.
+
+    Raises:
+        MissingDependency: DeepSpeed is not installed.
+    """
+    require("deepspeed", "parallel")
     from deepspeed.runtime.zero.stage3 import estimate_zero3_model_states_mem_needs
     from deepspeed.runtime.zero.stage_1_and_2 import (
         estimate_zero2_model_states_mem_needs,
@@ -50,71 +53,76 @@ def deepspeed_estimates(
         n_params, **nodes, cpu_offload=False
     )
     cpu3, gpu3, _ = estimate_zero3_model_states_mem_needs(
-        n_params, largest_layer_params, **nodes, cpu_offload=False,
-        cpu_offload_params=False, zero_init=True,
-    )  # fmt: skip
+        n_params,
+        largest_layer_params,
+        **nodes,
+        cpu_offload=False,
+        cpu_offload_params=False,
+        zero_init=True,
+    )
     return {"2": {"gpu": gpu2, "cpu": cpu2}, "3": {"gpu": gpu3, "cpu": cpu3}}
 
 
-def collect_zero_results(world_size: int = 2, n_steps: int = 6) -> dict:
-    """Losses of every implementation and DeepSpeed's estimates, with a stamp."""
-    import deepspeed
+def collect_zero_results(world_size: int = 2, n_steps: int = 6) -> dict[str, Any]:
+    """Losses of every implementation and DeepSpeed's estimates (a results body).
 
-    stamp = machine_stamp(world_size, "gloo") | {"deepspeed": deepspeed.__version__}
+    Raises:
+        ValueError: ``world_size`` does not divide the batch, or ``n_steps`` < 1.
+        MissingDependency: DeepSpeed is not installed.
+    """
+    if world_size < 1 or BATCH % world_size:
+        raise ValueError(
+            f"world_size must divide the batch of {BATCH}, got {world_size}"
+        )
+    if n_steps < 1:
+        raise ValueError(f"n_steps must be >= 1, got {n_steps}")
+    require("deepspeed", "parallel")
     return {
-        "stamp": stamp,
-        "config": {"widths": list(WIDTHS), "n_steps": n_steps, "batch": 24},
+        "config": {"widths": list(WIDTHS), "n_steps": n_steps, "batch": BATCH},
         "losses": compare_losses(world_size, WIDTHS, n_steps),
         "estimates": {"model": EXAMPLE, "deepspeed": deepspeed_estimates(**EXAMPLE)},
     }
 
 
-def load_zero_results(path: str | Path) -> dict:
-    """Read a results file; a missing one names the command that writes it."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no results at {path}: run `{RESULTS_COMMAND}`")
-    return json.loads(path.read_text())
-
-
-def max_loss_gap(path: str | Path) -> float:
+def max_loss_gap() -> float:
     """Largest ``|loss - one process's loss|`` over implementations and steps."""
-    losses = load_zero_results(path)["losses"]
+    losses = results.load("zero")["losses"]
     truth = losses["one process"]
     gaps = [abs(a - b) for v in losses.values() for a, b in zip(v, truth, strict=True)]
     return max(gaps)
 
 
-def loss_table(path: str | Path) -> Table:
+def loss_table() -> Table:
     """First and last loss of each implementation and its largest gap to one process."""
-    res = load_zero_results(path)
+    res = results.load("zero")
     truth = res["losses"]["one process"]
     rows = [
-        [name, f"{v[0]:.6f}", f"{v[-1]:.6f}",
-         max(abs(a - b) for a, b in zip(v, truth, strict=True))]
+        [
+            name,
+            f"{v[0]:.6f}",
+            f"{v[-1]:.6f}",
+            max(abs(a - b) for a, b in zip(v, truth, strict=True)),
+        ]
         for name, v in res["losses"].items()
-    ]  # fmt: skip
+    ]
     st = res["stamp"]
     note = (
         f"Loss of the whole batch (mean over {st['world_size']} gloo ranks), AdamW in "
         f"fp32, {res['config']['n_steps']} steps; torch {st['torch']}, DeepSpeed "
         f"{st['deepspeed']}; {st['date']}."
     )
-    return Table(
-        [
-            "implementation",
-            "loss, step 1",
-            "loss, last step",
-            "max |gap| to one process",
-        ],
-        rows,
-        note,
-    )
+    columns = [
+        "implementation",
+        "loss, step 1",
+        "loss, last step",
+        "max |gap| to one process",
+    ]
+    return Table(columns, rows, note)
 
 
-def estimator_table(path: str | Path) -> Table:
+def estimator_table() -> Table:
     """DeepSpeed's per-GPU estimate beside the paper's formula, GB (10^9 bytes)."""
-    est = load_zero_results(path)["estimates"]
+    est = results.load("zero")["estimates"]
     model = est["model"]
     psi, big = model["n_params"], model["largest_layer_params"]
     n = model["num_gpus_per_node"] * model["num_nodes"]
@@ -123,43 +131,17 @@ def estimator_table(path: str | Path) -> Table:
     for stage in (2, 3):
         paper = zero_model_states_bytes(psi, stage, n).total
         ds = est["deepspeed"][str(stage)]
-        rows.append([
-            stage, round(paper / 1e9, 3), round(ds["gpu"] / 1e9, 3),
-            round((ds["gpu"] - paper) / 1e9, 3), round(extra[stage] / 1e9, 3),
-            round(ds["cpu"] / 1e9, 1),
-        ])  # fmt: skip
-    return Table(
-        ["stage", "paper, per GPU", "DeepSpeed, per GPU", "difference",
-         "4 Psi/N (2) or 2 Psi/N + 4 L (3)", "DeepSpeed, CPU per node"],
-        rows,
-        note=f"GB = 10^9 bytes; Psi = {psi:,}, N = {n}, L = {big:,}; no offload.",
-    )  # fmt: skip
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Flags of ``aiinfra bench zero``."""
-    parser.add_argument("--world-size", type=int, default=2, help="gloo ranks (2)")
-    parser.add_argument("--steps", type=int, default=6, help="AdamW steps (6)")
-    parser.add_argument("--out", type=Path, help="write the stamped results JSON here")
-    parser.add_argument("--json", action="store_true", help="print JSON, not tables")
-
-
-def run(args: argparse.Namespace) -> int:
-    """Run ``aiinfra bench zero``; returns the exit status (2: bad flags)."""
-    if args.world_size < 1 or 24 % args.world_size or args.steps < 1:
-        print(
-            "aiinfra bench zero: error: --world-size must divide the batch of 24 and "
-            "--steps must be >= 1",
-            file=sys.stderr,
+        gb = [paper, ds["gpu"], ds["gpu"] - paper, extra[stage]]
+        rows.append(
+            [stage, *(round(x / 1e9, 3) for x in gb), round(ds["cpu"] / 1e9, 1)]
         )
-        return 2
-    res = collect_zero_results(args.world_size, args.steps)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(res, indent=1) + "\n")
-    if args.json:
-        print(json.dumps(res, indent=1))
-    else:
-        for name, losses in res["losses"].items():
-            print(f"{name:>20}  " + " ".join(f"{v:.6f}" for v in losses))
-    return 0
+    columns = [
+        "stage",
+        "paper, per GPU",
+        "DeepSpeed, per GPU",
+        "difference",
+        "4 Psi/N (2) or 2 Psi/N + 4 L (3)",
+        "DeepSpeed, CPU per node",
+    ]
+    note = f"GB = 10^9 bytes; Psi = {psi:,}, N = {n}, L = {big:,}; no offload."
+    return Table(columns, rows, note)

@@ -1,0 +1,224 @@
+"""Measurements the book renders: one folder, one machine stamp, ``write`` and ``load``.
+
+A benchmark's results are measured once, on a stated machine, and committed as a
+JSON file that the book's tables and figures read at build time. Each kind of
+measurement (:data:`KINDS`) names the ``aiinfra`` command that makes it; the file of a
+kind on a backend is ``<data folder>/<kind>-<backend>.json``, e.g.
+``docs/_data/bench/collectives-gloo.json``. A file is ``{"stamp": ..., **body}``: the
+stamp says where and when (date, CPU or GPU model, core count, load, versions, never
+the hostname), the body is whatever the benchmark measured (``config`` and ``rows``
+for most). ``nox -s bench`` loops over :data:`KINDS` on the CPU and ``nox -s gpu``
+over the GPU kinds; a kind missing on disk is an error that names its command.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+import aiinfra
+
+# The book's data folder when the package runs from its repository.
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "docs" / "_data" / "bench"
+DATA_ENV = "AIINFRA_RESULTS_DIR"  # another folder, e.g. for a reader's own runs
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One kind of measurement and the command that makes it.
+
+    Args:
+        name: the kind, e.g. ``"collectives"``; files are ``<name>-<backend>.json``.
+        command: the ``aiinfra`` command line, without the backend's own flags.
+        backends: backend -> the flags that select it (``--backend gloo
+            --world-size 2``); ``gloo``/``cpu`` run on the CPU (``nox -s bench``),
+            ``nccl``/``cuda`` on a GPU machine (``nox -s gpu``).
+    """
+
+    name: str
+    command: tuple[str, ...]
+    backends: dict[str, tuple[str, ...]]
+
+    def make_command(self, backend: str, path: Path | None = None) -> list[str]:
+        """The full command line that writes this kind's file on ``backend``."""
+        out = path or results_path(self.name, backend)
+        return [*self.command, *self.backends[backend], "--out", str(out)]
+
+
+KINDS: dict[str, Kind] = {
+    "collectives": Kind(
+        "collectives",
+        ("aiinfra", "bench", "collectives"),
+        {
+            "gloo": ("--backend", "gloo", "--world-size", "4"),
+            "nccl": ("--backend", "nccl", "--world-size", "8"),  # one 8-GPU node
+        },
+    ),
+    "ddp": Kind(
+        "ddp",
+        ("aiinfra", "bench", "ddp"),
+        {
+            "gloo": ("--backend", "gloo", "--world-size", "2"),
+            "nccl": ("--backend", "nccl", "--world-size", "1"),  # any one GPU
+        },
+    ),
+    "zero": Kind(
+        "zero",
+        ("aiinfra", "bench", "zero"),
+        {"gloo": ("--backend", "gloo", "--world-size", "2")},
+    ),
+    "attention": Kind(
+        "attention",
+        ("aiinfra", "bench", "attention", "--causal", "--passes", "all"),
+        {
+            "cpu": ("--device", "cpu"),
+            "cuda": ("--device", "cuda", "--head-dim", "128"),  # bf16, N 1K-16K
+        },
+    ),
+}
+CPU_BACKENDS = ("gloo", "cpu")
+# What ``nox -s gpu`` measures on one GPU (collectives need a node of several).
+GPU_RUNS = (("attention", "cuda"), ("ddp", "nccl"))
+
+
+def commands(runs: tuple[tuple[str, str], ...] | None = None) -> list[list[str]]:
+    """The command lines of ``runs`` (default: every CPU kind), for nox."""
+    if runs is None:
+        runs = tuple(
+            (k, b)
+            for k, spec in KINDS.items()
+            for b in spec.backends
+            if b in CPU_BACKENDS
+        )
+    return [_kind(k, b).make_command(b) for k, b in runs]
+
+
+def data_dir() -> Path:
+    """The folder of results files: ``$AIINFRA_RESULTS_DIR`` or the book's."""
+    return Path(os.environ.get(DATA_ENV) or DEFAULT_DATA)
+
+
+def _kind(kind: str, backend: str) -> Kind:
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {sorted(KINDS)}, got {kind!r}")
+    spec = KINDS[kind]
+    if backend not in spec.backends:
+        raise ValueError(
+            f"backend must be one of {spec.backends} for kind {kind!r}, got {backend!r}"
+        )
+    return spec
+
+
+def results_path(kind: str, backend: str = "gloo") -> Path:
+    """Where the results of ``kind`` on ``backend`` live.
+
+    Raises:
+        ValueError: unknown ``kind``, or a backend that kind is not measured on.
+    """
+    _kind(kind, backend)
+    return data_dir() / f"{kind}-{backend}.json"
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine_stamp(world_size: int, backend: str) -> dict[str, Any]:
+    """Where and when a result was measured: date (UTC), machine, versions; no host.
+
+    Args:
+        world_size: ranks (or 1 for a single-process benchmark).
+        backend: ``gloo``, ``nccl`` or ``cuda``; a GPU model is recorded for the
+            last two when CUDA is available.
+    """
+    gpu = backend in ("nccl", "cuda") and torch.cuda.is_available()
+    return {
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "cpu": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "load_1min": round(os.getloadavg()[0], 2),  # the machine may be shared
+        "gpu": torch.cuda.get_device_name(0) if gpu else None,
+        "os": f"{platform.system()} {platform.machine()}",
+        "world_size": world_size,
+        "backend": backend,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "aiinfra": aiinfra.__version__,
+    }
+
+
+def machine_label(stamp: dict[str, Any]) -> str:
+    """A short description of the stamp's machine: the GPU, or the CPU and cores."""
+    return stamp.get("gpu") or f"{stamp['cpu']} ({stamp['cpu_count']} cores)"
+
+
+def write(
+    kind: str,
+    body: dict[str, Any],
+    *,
+    backend: str,
+    world_size: int,
+    path: str | Path | None = None,
+    extra_stamp: dict[str, Any] | None = None,
+) -> Path:
+    """Write ``{"stamp": ..., **body}`` as JSON (folders made) and return the path.
+
+    Args:
+        kind: a key of :data:`KINDS`.
+        body: what was measured (``config``, ``rows``, ...); no key ``stamp``.
+        backend: where it ran (one of the kind's backends).
+        world_size: ranks, for the stamp.
+        path: another file than :func:`results_path` (``--out``).
+        extra_stamp: more stamp entries (a library's version).
+
+    Raises:
+        ValueError: unknown kind or backend, or ``body`` has a ``stamp`` key.
+    """
+    default = results_path(kind, backend)
+    if "stamp" in body:
+        raise ValueError("body must not have a 'stamp' key: write() adds it")
+    stamp = machine_stamp(world_size, backend) | (extra_stamp or {})
+    out = Path(path) if path is not None else default
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"stamp": stamp, **body}, indent=1) + "\n")
+    return out
+
+
+def exists(kind: str, backend: str = "gloo") -> bool:
+    """Whether results of ``kind`` on ``backend`` are on disk."""
+    return results_path(kind, backend).is_file()
+
+
+def load(
+    kind: str, backend: str = "gloo", path: str | Path | None = None
+) -> dict[str, Any]:
+    """Read the results of ``kind`` on ``backend`` (or the file at ``path``).
+
+    Raises:
+        ValueError: unknown kind or backend.
+        FileNotFoundError: no file; the message names the command that writes it.
+    """
+    spec = _kind(kind, backend)
+    file = Path(path) if path is not None else results_path(kind, backend)
+    if not file.is_file():
+        command = " ".join(spec.make_command(backend, file))
+        session = "bench" if backend in CPU_BACKENDS else "gpu"
+        raise FileNotFoundError(
+            f"no {kind} results on {backend} at {file}: run `{command}` (or "
+            f"`nox -s {session}`, which runs every kind of its machine) to measure "
+            "them"
+        )
+    return json.loads(file.read_text())
