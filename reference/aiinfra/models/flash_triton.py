@@ -168,8 +168,17 @@ def flash_attention_triton_forward(
     lse = torch.empty(B, H, N, dtype=torch.float32, device=q.device)  # (B, H, N)
     grid = (triton.cdiv(N, block_m), B * H)
     _attn_fwd[grid](
-        q, k, v, o, lse, scale * math.log2(math.e), N,
-        HEAD_DIM=D, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=causal,
+        q,
+        k,
+        v,
+        o,
+        lse,
+        scale * math.log2(math.e),
+        N,
+        HEAD_DIM=D,
+        BLOCK_M=block_m,
+        BLOCK_N=block_n,
+        CAUSAL=causal,
         UPCAST=upcast,
-    )  # fmt: skip
+    )
     return o.to(q.dtype), lse  # on the CPU, PyTorch rounds to bf16 (to nearest)

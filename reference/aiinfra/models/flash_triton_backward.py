@@ -30,12 +30,22 @@ from aiinfra.models.flash_triton import (
 
 @jit
 def _attn_bwd_dkdv(
-    Q, K, V, dO, L, Delta,  # inputs: (B, H, N, D) x 4, (B, H, N) fp32 x 2
-    dK, dV,  # outputs, (B, H, N, D)
-    scale, N,  # score scale; sequence length
-    HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    CAUSAL: tl.constexpr, UPCAST: tl.constexpr,
-):  # fmt: skip
+    Q,
+    K,
+    V,
+    dO,
+    L,
+    Delta,  # inputs: (B, H, N, D) x 4, (B, H, N) fp32 x 2
+    dK,
+    dV,  # outputs, (B, H, N, D)
+    scale,
+    N,  # score scale; sequence length
+    HEAD_DIM: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    CAUSAL: tl.constexpr,
+    UPCAST: tl.constexpr,
+):
     start_n, off_bh = tl.program_id(0), tl.program_id(1)  # key block, (batch, head)
     base, row_base = off_bh.to(tl.int64) * N * HEAD_DIM, off_bh.to(tl.int64) * N
     cols = start_n * BLOCK_N + tl.arange(0, BLOCK_N)  # the keys of this program
@@ -76,12 +86,21 @@ def _attn_bwd_dkdv(
 
 @jit
 def _attn_bwd_dq(
-    Q, K, V, dO, L, Delta,  # inputs, as in _attn_bwd_dkdv
+    Q,
+    K,
+    V,
+    dO,
+    L,
+    Delta,  # inputs, as in _attn_bwd_dkdv
     dQ,  # output, (B, H, N, D)
-    scale, N,
-    HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    CAUSAL: tl.constexpr, UPCAST: tl.constexpr,
-):  # fmt: skip
+    scale,
+    N,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    CAUSAL: tl.constexpr,
+    UPCAST: tl.constexpr,
+):
     start_m, off_bh = tl.program_id(0), tl.program_id(1)  # query block, (batch, head)
     base, row_base = off_bh.to(tl.int64) * N * HEAD_DIM, off_bh.to(tl.int64) * N
     rows = start_m * BLOCK_M + tl.arange(0, BLOCK_M)  # the queries of this program
@@ -117,9 +136,17 @@ def _attn_bwd_dq(
 
 
 def flash_attention_triton_backward(
-    q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, do: Tensor,
-    causal: bool, scale: float, block_m: int = 16, block_n: int = 16,
-) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    o: Tensor,
+    lse: Tensor,
+    do: Tensor,
+    causal: bool,
+    scale: float,
+    block_m: int = 16,
+    block_n: int = 16,
+) -> tuple[Tensor, Tensor, Tensor]:
     """Launch the two backward kernels; shapes as the forward, ``lse`` (B, H, N).
 
     Returns:
@@ -131,8 +158,13 @@ def flash_attention_triton_backward(
     upcast = q.device.type == "cpu"  # interpreter: fp32 outputs, rounded by PyTorch
     out = {"dtype": torch.float32 if upcast else q.dtype, "device": q.device}
     dq, dk, dv = (torch.empty(B, H, N, D, **out) for _ in range(3))
-    meta = {"HEAD_DIM": D, "BLOCK_M": block_m, "BLOCK_N": block_n, "CAUSAL": causal,
-            "UPCAST": upcast}  # fmt: skip
+    meta = {
+        "HEAD_DIM": D,
+        "BLOCK_M": block_m,
+        "BLOCK_N": block_n,
+        "CAUSAL": causal,
+        "UPCAST": upcast,
+    }
     inputs = (q, k, v, do, lse, delta)
     _attn_bwd_dkdv[(triton.cdiv(N, block_n), B * H)](*inputs, dk, dv, scale, N, **meta)
     _attn_bwd_dq[(triton.cdiv(N, block_m), B * H)](*inputs, dq, scale, N, **meta)
@@ -143,8 +175,9 @@ class FlashAttentionTriton(torch.autograd.Function):
     """The Triton forward and backward kernels as one differentiable operation."""
 
     @staticmethod
-    def forward(ctx, q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float,
-                block: int) -> Tensor:  # fmt: skip
+    def forward(
+        ctx, q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float, block: int
+    ) -> Tensor:
         """Run the forward kernel; save ``q, k, v, O, L``."""
         o, lse = flash_attention_triton_forward(q, k, v, causal, scale, block, block)
         ctx.save_for_backward(q, k, v, o, lse)
@@ -160,9 +193,13 @@ class FlashAttentionTriton(torch.autograd.Function):
 
 
 def flash_attention_triton(
-    q: Tensor, k: Tensor, v: Tensor, causal: bool = False, scale: float | None = None,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    causal: bool = False,
+    scale: float | None = None,
     block: int | None = None,
-) -> Tensor:  # fmt: skip
+) -> Tensor:
     """Differentiable FlashAttention in Triton (forward and backward kernels).
 
     Args:

@@ -97,9 +97,13 @@ def loss_scale_trace(
     Returns:
         One row per step: overflow, whether each scaler stepped, both scales.
     """
-    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(0)
     models = [torch.nn.Linear(4, 1) for _ in range(2)]
-    models[1].load_state_dict(models[0].state_dict())
+    weight, bias = torch.randn(1, 4, generator=g), torch.randn(1, generator=g)
+    for model in models:  # the same start for both
+        with torch.no_grad():
+            model.weight.copy_(weight)
+            model.bias.copy_(bias)
     scalers = [
         DynamicLossScaler(init_scale=2.0**10, growth_interval=growth_interval),
         torch.amp.GradScaler(
@@ -109,7 +113,7 @@ def loss_scale_trace(
     opts = [torch.optim.SGD(m.parameters(), lr=0.01) for m in models]
     rows = []
     for step in range(steps):
-        x = torch.randn(8, 4)
+        x = torch.randn(8, 4, generator=g)
         row: list = [step, "inf" if step in overflow_at else ""]
         for model, scaler, opt in zip(models, scalers, opts, strict=True):
             opt.zero_grad()
