@@ -17,7 +17,7 @@ from aiinfra.memory.experiments import (
     measure_layers,
     predicted_layer_bytes,
 )
-from aiinfra.memory.tiny_gpt import TinyGPTConfig
+from aiinfra.memory.tiny_gpt import tiny_gpt_config
 
 S, B, H, A = 16, 2, 32, 4  # s, b, h, a of the measured layer
 
@@ -52,8 +52,8 @@ def test_table_2_rows_are_consistent():
 
 @pytest.mark.parametrize("recompute", ["none", "selective", "full"])
 def test_measured_bf16_layer_equals_table_2_plus_layernorm_stats(recompute):
-    cfg = TinyGPTConfig(seq_len=S, n_layer=1, n_head=A, n_embd=H, recompute=recompute)
-    measured = measure_layers(cfg, B, torch.bfloat16).forward_bytes
+    config = tiny_gpt_config(seq_len=S, n_layers=1, n_heads=A, d_model=H)
+    measured = measure_layers(config, B, torch.bfloat16, recompute).forward_bytes
     paper = activation_bytes_per_layer(S, B, H, A, recompute=recompute)
     stats = 0 if recompute == "full" else layer_norm_stats_bytes(S, B, 2)
     assert measured == paper + stats
@@ -61,8 +61,8 @@ def test_measured_bf16_layer_equals_table_2_plus_layernorm_stats(recompute):
 
 
 def test_measured_fp32_layers_use_4_byte_activations_and_1_byte_masks():
-    cfg = TinyGPTConfig(seq_len=S, n_layer=2, n_head=A, n_embd=H)
-    m = measure_layers(cfg, B, torch.float32)
+    config = tiny_gpt_config(seq_len=S, n_layers=2, n_heads=A, d_model=H)
+    m = measure_layers(config, B, torch.float32)
     assert m.forward_bytes == 2 * predicted_layer_bytes(S, B, H, A, 4)
     masks = [e for e in m.log.entries if e.dtype == torch.bool]
     assert len(masks) == 2 * 3  # three dropout masks per layer, one byte each

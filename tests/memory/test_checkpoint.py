@@ -12,18 +12,19 @@ from aiinfra.memory.segments import (
     segment_sizes,
     sqrt_rule,
 )
-from aiinfra.memory.tiny_gpt import TinyGPT, TinyGPTConfig, dropout
+from aiinfra.memory.tiny_gpt import TinyGPT, dropout, tiny_gpt_config
 
 
 def _grads(recompute, torch_checkpoint=False):
     torch.manual_seed(0)
-    cfg = TinyGPTConfig(n_layer=2, recompute=recompute)
-    model = TinyGPT(cfg).train()
-    idx = torch.randint(cfg.vocab_size, (2, cfg.seq_len))
+    config = tiny_gpt_config(n_layers=2)
+    model = TinyGPT(config, recompute=recompute).train()
+    T = config.max_seq_len
+    idx = torch.randint(config.vocab_size, (2, T))
     torch.manual_seed(1)  # the same dropout masks in every run
     if torch_checkpoint:
-        x = model.wte(idx) + model.wpe(torch.arange(cfg.seq_len))
-        x = dropout(x, cfg.dropout, True)  # as TinyGPT.forward
+        x = model.wte(idx) + model.wpe(torch.arange(T))
+        x = dropout(x, model.p, True)  # as TinyGPT.forward
         for block in model.blocks:
             x = tc.checkpoint(block, x, use_reentrant=False, preserve_rng_state=True)
         loss = model.lm_head(model.ln_f(x)).logsumexp(-1).mean()
@@ -47,12 +48,12 @@ def test_checkpointed_gradients_equal_plain_backward(recompute, torch_checkpoint
 
 def test_full_recompute_keeps_only_layer_inputs_as_torch_checkpoint_does():
     s, b, h, n_layers = 16, 2, 32, 3
-    cfg = TinyGPTConfig(seq_len=s, n_embd=h, n_layer=n_layers, recompute="full")
-    mine = measure_layers(cfg, b, torch.bfloat16)
+    config = tiny_gpt_config(seq_len=s, d_model=h, n_layers=n_layers)
+    mine = measure_layers(config, b, torch.bfloat16, recompute="full")
     assert mine.forward_bytes == n_layers * 2 * s * b * h  # Korthikanti: 2sbh
     # torch.utils.checkpoint (non-reentrant) saves the same inputs.
     torch.manual_seed(0)
-    model = TinyGPT(TinyGPTConfig(seq_len=s, n_embd=h, n_layer=n_layers)).bfloat16()
+    model = TinyGPT(config).bfloat16()
     x = torch.randn(b, s, h, dtype=torch.bfloat16, requires_grad=True)
     with SavedTensorLog([*model.parameters(), *model.buffers()]) as log:
         for block in model.blocks:

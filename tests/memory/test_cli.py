@@ -6,7 +6,7 @@ import json
 import pytest
 from aiinfra.memory import cli
 from aiinfra.memory.calculator import GiB, estimate_memory
-from aiinfra.memory.presets import PRESETS, preset
+from aiinfra.models.presets import PRESETS, preset
 
 
 def _run(argv, capsys):
@@ -46,15 +46,30 @@ def test_reads_a_config_file(tmp_path, capsys):
     assert rc == 0 and "124,439,808" in json.loads(out)["note"]
 
 
+def test_a_preset_and_its_config_file_give_the_same_table(tmp_path, capsys):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(PRESETS["qwen2.5-72b"]))
+    _, from_file, _ = _run(["--config", str(path), "--tp", "8", "--json"], capsys)
+    _, from_name, _ = _run(["--model", "Qwen2.5-72B", "--tp", "8", "--json"], capsys)
+    assert json.loads(from_file)["rows"] == json.loads(from_name)["rows"]
+    assert "72,706,203,648" in from_name  # q, k, v biases counted
+
+
 @pytest.mark.parametrize(
     "argv, config, match",
     [
         (["--seq", "-5"], None, "--seq must be >= 1"),
         (["--dp", "0", "--zero", "2"], None, "--dp must be >= 1"),
-        (["--tp", "3"], None, "tp = 3 must divide"),
+        (["--tp", "3"], None, "tp = 3 must divide n_heads = 32"),
         (["--tp", "2", "--sp", "--seq", "1001"], None, "divide s"),
-        ([], {"hidden_size": 64}, "missing the field 'num_hidden_layers'"),
-        ([], {**PRESETS["gpt2"], "n_embd": -768}, "must be positive"),
+        ([], {"hidden_size": 64}, "'vocab_size' is missing"),
+        ([], {**PRESETS["gpt2"], "n_embd": -768}, "'n_embd' must be positive"),
+        ([], PRESETS["deepseek-v3"], "mixture-of-experts"),
+        (
+            [],
+            {**PRESETS["llama-3-8b"], "rope_scaling": {"rope_type": "llama3"}},
+            "RoPE",
+        ),
         ([], "{not json", "Expecting"),
         ([], "missing", "No such file"),
     ],
@@ -77,3 +92,5 @@ def test_model_and_config_are_exclusive(capsys):
         _run(["--model", "gpt2", "--config", "x.json"], capsys)
     with pytest.raises(SystemExit):
         _run(["--model", "gpt-5"], capsys)
+    with pytest.raises(SystemExit):  # MoE presets are not offered
+        _run(["--model", "deepseek-v3"], capsys)

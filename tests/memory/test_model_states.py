@@ -3,6 +3,10 @@
 import pytest
 from aiinfra.memory.experiments import measure_model_states
 from aiinfra.memory.model_states import model_states_bytes, zero_model_states_bytes
+from aiinfra.memory.tiny_gpt import tiny_gpt_config
+from aiinfra.models.params import count_parameters
+
+PSI = count_parameters(tiny_gpt_config()).total  # the measured model's parameters
 
 
 def test_zero_figure_1_numbers():
@@ -36,6 +40,11 @@ def test_zero_with_one_rank_is_ddp():
 
 def test_fp32_adamw_states_weigh_16_bytes_per_parameter_plus_step_counters():
     measured, formula, n_tensors = measure_model_states(mixed=False)
+    assert (formula.params, formula.grads, formula.optimizer) == (
+        4 * PSI,
+        4 * PSI,
+        8 * PSI,
+    )
     assert (measured.params, measured.grads) == (formula.params, formula.grads)
     # AdamW keeps a 0-dim fp32 `step` tensor per parameter tensor: 4 bytes each.
     assert measured.optimizer == formula.optimizer + 4 * n_tensors
@@ -43,7 +52,11 @@ def test_fp32_adamw_states_weigh_16_bytes_per_parameter_plus_step_counters():
 
 def test_bf16_with_master_weights_weighs_2_plus_2_plus_12_bytes_per_parameter():
     measured, formula, n_tensors = measure_model_states(mixed=True)
-    assert formula == model_states_bytes(formula.params // 2)  # (2 + 2 + 12) Psi
+    assert (formula.params, formula.grads, formula.optimizer) == (
+        2 * PSI,
+        2 * PSI,
+        12 * PSI,
+    )
     assert (measured.params, measured.grads) == (formula.params, formula.grads)
     assert measured.optimizer == formula.optimizer + 4 * n_tensors
 

@@ -3,11 +3,8 @@
 import json
 
 import pytest
-from aiinfra.models.config import (
-    PUBLISHED_CONFIGS,
-    TransformerConfig,
-    published_config,
-)
+from aiinfra.models.config import TransformerConfig
+from aiinfra.models.presets import DENSE_PRESETS, PRESETS, is_moe, preset
 
 # Fields of meta-llama/Meta-Llama-3-8B/config.json on the Hugging Face Hub, plus keys
 # the config ignores.
@@ -50,7 +47,7 @@ def test_from_hf_config_reads_a_json_file(tmp_path):
 
 
 def test_from_hf_config_reads_deepseek_mla_fields():
-    c = published_config("DeepSeek-V2")
+    c = preset("deepseek-v2")
     assert c.is_mla
     assert (c.kv_lora_rank, c.q_lora_rank, c.rope_head_dim, c.head_dim) == (
         512,
@@ -145,11 +142,42 @@ def test_a_config_that_is_not_an_object_is_rejected():
         TransformerConfig.from_hf_config([1, 2])  # type: ignore[arg-type]
 
 
-def test_every_published_config_parses_and_unknown_names_are_rejected():
-    for name in PUBLISHED_CONFIGS:
-        assert published_config(name).n_layers > 0
-    with pytest.raises(ValueError, match="unknown model 'GPT-5'"):
-        published_config("GPT-5")
+def test_preset_lookup_ignores_case_and_lists_the_presets_on_a_miss():
+    assert preset("Llama-3-8B") == preset("llama-3-8b")
+    with pytest.raises(ValueError, match=r"unknown model name 'GPT-5'.*'gpt2'"):
+        preset("GPT-5")
+    with pytest.raises(TypeError, match="name must be a str"):
+        preset(8)  # type: ignore[arg-type]
+
+
+def test_presets_carry_each_family_s_layer_choices():
+    # What the checkpoints hold: Qwen2.5's q/k/v biases (model cards: "Attention
+    # QKV bias"), Mistral 7B's 4096-token window (Jiang et al. 2023, Table 1),
+    # GPT-2/3's LayerNorm, biases, GELU, learned positions and tied head.
+    assert preset("qwen2.5-72b").qkv_bias and not preset("llama-3-70b").qkv_bias
+    assert preset("mistral-7b").sliding_window == 4096
+    assert preset("llama-3-8b").sliding_window == 0
+    gpt3 = preset("gpt3-175b")
+    assert (gpt3.norm, gpt3.mlp, gpt3.position, gpt3.bias) == (
+        "layernorm",
+        "gelu",
+        "learned",
+        True,
+    )
+    assert (gpt3.d_model, gpt3.n_layers, gpt3.n_heads, gpt3.head_dim) == (
+        12288,
+        96,
+        96,
+        128,
+    )
+    assert gpt3.max_seq_len == 2048 and gpt3.d_ff == 4 * 12288 and gpt3.tie_embeddings
+
+
+def test_only_the_deepseek_presets_are_mixture_of_experts():
+    assert [n for n in PRESETS if is_moe(PRESETS[n])] == ["deepseek-v2", "deepseek-v3"]
+    assert "deepseek-v3" not in DENSE_PRESETS and "gpt2" in DENSE_PRESETS
+    assert not is_moe({"num_experts": None, "num_local_experts": 0})
+    assert is_moe({"num_local_experts": 8})  # Mixtral 8x7B
 
 
 # transformers 5 writes the RoPE base into rope_parameters; transformers 4 kept it at

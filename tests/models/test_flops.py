@@ -1,7 +1,9 @@
-"""Parameter and FLOP formulas against counting the module and FlopCounterMode."""
+"""FLOP formulas against FlopCounterMode, on this package's models and transformers'."""
 
 import pytest
-from aiinfra.models.config import TransformerConfig, published_config
+import torch
+import torch.nn.functional as F
+from aiinfra.models.config import TransformerConfig
 from aiinfra.models.flops import (
     attention_flops_per_token,
     counted_parameters,
@@ -9,10 +11,13 @@ from aiinfra.models.flops import (
     flops_check_table,
     matmul_parameters,
     measured_training_flops_per_token,
-    parameter_count,
     training_flops_per_token,
 )
+from aiinfra.models.params import count_parameters
+from aiinfra.models.presets import preset
 from aiinfra.models.transformer import Transformer
+from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
 
 CONFIGS = {
     "mha": TransformerConfig(),
@@ -24,26 +29,34 @@ CONFIGS = {
 
 
 @pytest.mark.parametrize("name", CONFIGS)
-def test_parameter_formula_equals_the_module(name):
+def test_parameter_count_equals_the_module(name):
     c = CONFIGS[name]
-    assert parameter_count(c) == sum(p.numel() for p in Transformer(c).parameters())
+    model = Transformer(c)
+    assert count_parameters(c).total == sum(p.numel() for p in model.parameters())
 
 
-# Published totals: the safetensors index of each Hugging Face repository
-# ("total_size" in bytes / 2 for bf16): meta-llama/Meta-Llama-3-8B 16,060,522,496 B,
-# meta-llama/Meta-Llama-3-70B 141,107,412,992 B, mistralai/Mistral-7B-v0.1
-# 14,483,464,192 B (model cards: 8.03B, 70.6B, 7.24B parameters).
+@pytest.mark.parametrize("name", CONFIGS)
+def test_6n_counts_the_weights_of_every_linear_layer(name):
+    # Every matmul weight is an nn.Linear's; a tied head is a Linear too.
+    model = Transformer(CONFIGS[name])
+    linear = [m.weight for m in model.modules() if isinstance(m, nn.Linear)]
+    assert matmul_parameters(CONFIGS[name]) == sum(w.numel() for w in linear)
+
+
+# Published totals: "total_size" of each safetensors index / 2 bytes (bf16); see
+# tests/models/test_params.py. This package's Transformer, built on the meta
+# device, holds them too.
 @pytest.mark.parametrize(
     "name, published",
     [
-        ("Llama-3-8B", 8_030_261_248),
-        ("Llama-3-70B", 70_553_706_496),
-        ("Mistral-7B", 7_241_732_096),
+        ("llama-3-8b", 8_030_261_248),
+        ("llama-3-70b", 70_553_706_496),
+        ("mistral-7b", 7_241_732_096),
     ],
 )
 def test_parameter_count_of_released_models(name, published):
-    c = published_config(name)
-    assert parameter_count(c) == counted_parameters(c) == published
+    c = preset(name)
+    assert count_parameters(c).total == counted_parameters(c) == published
 
 
 @pytest.mark.parametrize(
@@ -60,23 +73,57 @@ def test_flop_formula_equals_flop_counter_exactly(name, seq_len):
     assert measured == training_flops_per_token(c, seq_len)
 
 
-def test_attention_term_is_12_l_h_q_t():
-    c = published_config("Llama-3-8B")  # L=32, H=32, Q=128
-    assert attention_flops_per_token(c, 8192) == 12 * 32 * 32 * 128 * 8192
-    assert training_flops_per_token(c, 8192) == 6 * matmul_parameters(c) + (
-        12 * 32 * 32 * 128 * 8192
+_GPT2 = {"model_type": "gpt2", "vocab_size": 101, "n_embd": 32, "n_layer": 2}
+_GPT2 |= {"n_head": 4, "n_positions": 16, "bos_token_id": 0, "eos_token_id": 0}
+_SMALL = {"vocab_size": 101, "hidden_size": 32, "intermediate_size": 48}
+_SMALL |= {"num_hidden_layers": 2, "num_attention_heads": 4}
+HF_CONFIGS = {
+    "gpt2-tied": _GPT2,
+    "gpt2-untied-n-inner": {**_GPT2, "n_inner": 48, "tie_word_embeddings": False},
+    "qwen2-qkv-bias": {**_SMALL, "model_type": "qwen2", "num_key_value_heads": 2},
+    "deepseek-v3-dense": {
+        **_SMALL,
+        "model_type": "deepseek_v3",
+        "num_key_value_heads": 4,
+        "kv_lora_rank": 16,
+        "q_lora_rank": 24,
+        "qk_rope_head_dim": 8,
+        "qk_nope_head_dim": 16,
+        "v_head_dim": 16,
+        "first_k_dense_replace": 2,  # every layer dense
+    },
+}
+
+
+@pytest.mark.parametrize("name", HF_CONFIGS)
+def test_flop_formula_equals_flop_counter_on_transformers_models(name):
+    # An independent implementation of both families (GELU + LayerNorm + biases +
+    # learned positions; SwiGLU + RMSNorm + q/k/v biases; MLA): eager attention
+    # computes the full T x T scores, as the formula counts them.
+    transformers = pytest.importorskip("transformers")
+    fields = HF_CONFIGS[name]
+    kwargs = {k: v for k, v in fields.items() if k != "model_type"}
+    hf_config = transformers.AutoConfig.for_model(fields["model_type"], **kwargs)
+    model = transformers.AutoModelForCausalLM.from_config(
+        hf_config, attn_implementation="eager"
     )
+    B, T = 2, 8
+    tokens = torch.randint(101, (B, T), generator=torch.Generator().manual_seed(0))
+    with FlopCounterMode(display=False) as counter:
+        logits = model(tokens).logits  # (B, T, V)
+        F.cross_entropy(logits.flatten(0, 1), tokens.flatten()).backward()
+    config = TransformerConfig.from_hf_config(fields)
+    assert counter.get_total_flops() / (B * T) == training_flops_per_token(config, T)
 
 
-def test_6n_uses_the_matmul_weights_only():
-    c = TransformerConfig()
-    # Everything but the input embedding (a look-up) and the 2L + 1 norm gains.
-    assert matmul_parameters(c) == parameter_count(c) - 256 * 64 - (2 * 2 + 1) * 64
+def test_attention_term_is_12_l_h_q_t():
+    c = preset("llama-3-8b")  # L=32, H=32, Q=128
+    assert attention_flops_per_token(c, 8192) == 12 * 32 * 32 * 128 * 8192
 
 
 def test_tables_render():
     check = flops_check_table(TransformerConfig(n_layers=1), seq_len=8)
     assert check.rows[0][1] == check.rows[0][2]  # parameters
     assert check.rows[-1][1] == check.rows[-1][2]  # FLOPs
-    breakdown = flops_breakdown_table(seq_len=4096, names=("Llama-3-8B",))
+    breakdown = flops_breakdown_table(seq_len=4096, names=("llama-3-8b",))
     assert breakdown.rows[0][1] == breakdown.rows[0][2] == 8_030_261_248

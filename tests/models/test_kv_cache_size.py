@@ -1,8 +1,9 @@
 """KV cache per token: DeepSeek-V2 Table 1 against caches filled by real layers."""
 
 import pytest
-from aiinfra.models.config import PUBLISHED_CONFIGS, TransformerConfig, published_config
+from aiinfra.models.config import TransformerConfig
 from aiinfra.models.kv_cache_size import (
+    ATTENTION_MODELS,
     attention_kind,
     elements_per_token,
     equivalent_gqa_groups,
@@ -10,11 +11,12 @@ from aiinfra.models.kv_cache_size import (
     measured_elements_per_token,
     mha_to_cache_ratio,
 )
+from aiinfra.models.presets import PRESETS, preset
 
 
-@pytest.mark.parametrize("name", PUBLISHED_CONFIGS)
+@pytest.mark.parametrize("name", PRESETS)
 def test_formula_equals_what_real_caches_hold(name):
-    c = published_config(name)
+    c = preset(name)
     assert measured_elements_per_token(c) * c.n_layers == elements_per_token(c)
 
 
@@ -22,14 +24,14 @@ def test_deepseek_v2_figures():
     # DeepSeek-V2 (Sec. 2.1.4, Table 1): d_c = 4 d_h = 512, d_h^R = d_h / 2 = 64;
     # the MLA cache equals that of GQA with 2.25 groups; MHA would hold
     # 2 n_h d_h = 32768 elements per token and layer.
-    c = published_config("DeepSeek-V2")
+    c = preset("deepseek-v2")
     assert elements_per_token(c) == (512 + 64) * 60
     assert equivalent_gqa_groups(c) == 2.25
-    assert mha_to_cache_ratio("DeepSeek-V2") == 2 * 128 * 128 / 576
+    assert mha_to_cache_ratio("deepseek-v2") == 2 * 128 * 128 / 576
 
 
 def test_llama3_8b_caches_128_kib_per_token_in_bf16():
-    assert elements_per_token(published_config("Llama-3-8B")) * 2 == 128 * 1024
+    assert elements_per_token(preset("llama-3-8b")) * 2 == 128 * 1024
 
 
 @pytest.mark.parametrize(
@@ -50,7 +52,21 @@ def test_each_kind_of_attention_is_measured_as_the_formula(kwargs, kind, per_lay
 
 def test_table_lists_every_model_with_matching_columns():
     table = kv_cache_table()
-    assert [r[0] for r in table.rows] == list(PUBLISHED_CONFIGS)
+    assert [r[0] for r in table.rows] == list(ATTENTION_MODELS)
     for row in table.rows:
         assert row[3] == row[4]  # per layer: formula == measured
-    assert kv_cache_table(names=("Mistral-7B",), measure=False).rows[0][4] == ""
+    assert kv_cache_table(names=("mistral-7b",), measure=False).rows[0][4] == ""
+
+
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: kv_cache_table(names=("llama-9",), measure=False), "unknown model"),
+        (lambda: kv_cache_table(context=0, measure=False), "context"),
+        (lambda: measured_elements_per_token(TransformerConfig(), n_layers=0), "n_lay"),
+        (lambda: measured_elements_per_token(TransformerConfig(), seq_len=-1), "seq"),
+    ],
+)
+def test_bad_arguments_are_named(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()

@@ -1,11 +1,14 @@
 """Where the memory of training goes: a calculator, and measurements that check it.
 
 Model states (:mod:`~aiinfra.memory.model_states`, ZeRO's formulas), activations
-(:mod:`~aiinfra.memory.activations`, Korthikanti et al. 2022), parameter counts from
-a ``config.json`` (:mod:`~aiinfra.memory.config`, :mod:`~aiinfra.memory.params`),
-the calculator (:mod:`~aiinfra.memory.calculator`), exact measurement on a CPU
+(:mod:`~aiinfra.memory.activations`, Korthikanti et al. 2022), the calculator
+(:mod:`~aiinfra.memory.calculator`), exact measurement on a CPU
 (:mod:`~aiinfra.memory.measure`, :mod:`~aiinfra.memory.tiny_gpt`) and activation
 checkpointing (:mod:`~aiinfra.memory.checkpoint`, :mod:`~aiinfra.memory.segments`).
+Models are described once, by :class:`aiinfra.models.config.TransformerConfig`;
+:func:`~aiinfra.models.presets.preset` and
+:func:`~aiinfra.models.params.count_parameters`, where every estimate starts, are
+re-exported here.
 """
 
 from aiinfra.memory.activations import (
@@ -19,40 +22,34 @@ from aiinfra.memory.calculator import (
     memory_table,
 )
 from aiinfra.memory.checkpoint import Checkpoint, checkpoint, checkpoint_sequential
-from aiinfra.memory.config import ModelConfig, load_config
 from aiinfra.memory.measure import SavedTensorLog, model_state_bytes
 from aiinfra.memory.model_states import (
     ModelStateBytes,
     model_states_bytes,
     zero_model_states_bytes,
 )
-from aiinfra.memory.params import ParamCount, count_parameters
-from aiinfra.memory.presets import PRESETS, preset
 from aiinfra.memory.segments import (
     checkpointed_peak_bytes,
     optimal_segments,
     segment_sizes,
     sqrt_rule,
 )
-from aiinfra.memory.tiny_gpt import TinyGPT, TinyGPTConfig
+from aiinfra.memory.tiny_gpt import TinyGPT, tiny_gpt_config
+from aiinfra.models.params import count_parameters
+from aiinfra.models.presets import preset
 
 __all__ = [
-    "PRESETS",
     "Checkpoint",
     "MemoryEstimate",
-    "ModelConfig",
     "ModelStateBytes",
-    "ParamCount",
     "SavedTensorLog",
     "TinyGPT",
-    "TinyGPTConfig",
     "activation_bytes_per_layer",
     "checkpoint",
     "checkpoint_sequential",
     "checkpointed_peak_bytes",
     "count_parameters",
     "estimate_memory",
-    "load_config",
     "memory_report",
     "memory_table",
     "model_state_bytes",
@@ -62,5 +59,6 @@ __all__ = [
     "saved_activation_terms",
     "segment_sizes",
     "sqrt_rule",
+    "tiny_gpt_config",
     "zero_model_states_bytes",
 ]

@@ -5,7 +5,11 @@ parts. Model states grow with the parameters: (2 + 2 + K) Psi bytes, divided by 
 tensor-parallel ranks t and, for the parts ZeRO partitions, by the data-parallel
 ranks N_d (:mod:`aiinfra.memory.model_states`). Activations grow with the tokens in
 flight: L layers of Korthikanti et al.'s per-layer bytes for sequence length s and
-micro-batch b (:mod:`aiinfra.memory.activations`). The activation formula is the
+micro-batch b (:mod:`aiinfra.memory.activations`). The model is a
+:class:`~aiinfra.models.config.TransformerConfig` (a preset of
+:mod:`aiinfra.models.presets` or any ``config.json``) read in the paper's notation:
+h = ``d_model``, L = ``n_layers``, a = ``n_heads``, and Psi from
+:func:`~aiinfra.models.params.count_parameters`. The activation formula is the
 paper's GPT layer (MHA, 4h GELU MLP, dropout); for other architectures it is the
 paper's estimate, not an exact count. Not counted: the embedding and output-layer
 activations, temporary buffers, fragmentation and the framework's own workspace.
@@ -16,9 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from aiinfra.memory.activations import activation_bytes_per_layer
-from aiinfra.memory.config import ModelConfig
 from aiinfra.memory.model_states import zero_model_states_bytes
-from aiinfra.memory.params import count_parameters
+from aiinfra.models.config import TransformerConfig
+from aiinfra.models.params import count_parameters
 from aiinfra.report import Table
 
 GiB = 2**30  # binary: what nvidia-smi and PyTorch report
@@ -48,7 +52,7 @@ class MemoryEstimate:
 
 
 def estimate_memory(
-    cfg: ModelConfig,
+    cfg: TransformerConfig,
     seq: int = 4096,
     micro_batch: int = 1,
     tp: int = 1,
@@ -60,10 +64,10 @@ def estimate_memory(
     """Estimate the training memory of one rank.
 
     Args:
-        cfg: the model's shape.
+        cfg: the model: h = ``d_model``, L = ``n_layers``, a = ``n_heads``.
         seq: s, tokens per sequence.
         micro_batch: b, sequences per micro-batch.
-        tp: t, tensor-parallel ranks; must divide the heads and the KV heads.
+        tp: t, tensor-parallel ranks; must divide ``n_heads`` and ``n_kv_heads``.
         sp: sequence parallelism (needs ``tp`` to divide ``seq``).
         recompute: ``"none"``, ``"selective"`` or ``"full"``.
         zero: ZeRO stage 0-3 over the ``dp`` data-parallel ranks.
@@ -73,19 +77,22 @@ def estimate_memory(
         Bytes per rank by part.
 
     Raises:
+        TypeError: ``cfg`` is not a :class:`TransformerConfig`.
         ValueError: a size is not positive, ``tp`` does not divide the heads (or the
             sequence with ``sp``), or ``zero``/``recompute`` is unknown.
     """
+    if not isinstance(cfg, TransformerConfig):
+        raise TypeError(f"cfg must be a TransformerConfig, got {type(cfg).__name__}")
     for name, value in [("seq", seq), ("micro_batch", micro_batch), ("tp", tp)]:
         if not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    if cfg.num_kv_heads % tp or cfg.num_heads % tp:
+    if cfg.n_kv_heads % tp or cfg.n_heads % tp:
         raise ValueError(
-            f"tp = {tp} must divide num_heads = {cfg.num_heads} and "
-            f"num_kv_heads = {cfg.num_kv_heads} (heads are split across TP ranks)"
+            f"tp = {tp} must divide n_heads = {cfg.n_heads} and "
+            f"n_kv_heads = {cfg.n_kv_heads} (heads are split across TP ranks)"
         )
     per_layer = activation_bytes_per_layer(
-        seq, micro_batch, cfg.hidden_size, cfg.num_heads, tp, sp, recompute
+        seq, micro_batch, cfg.d_model, cfg.n_heads, tp, sp, recompute
     )
     n_params = count_parameters(cfg).total
     # Tensor parallelism splits the weights t ways (norms, replicated, are ignored).
@@ -95,7 +102,7 @@ def estimate_memory(
         params=states.params,
         grads=states.grads,
         optimizer=states.optimizer,
-        activations=cfg.num_layers * per_layer,
+        activations=cfg.n_layers * per_layer,
     )
 
 
@@ -125,11 +132,14 @@ def memory_table(est: MemoryEstimate, title: str = "") -> Table:
     return Table(columns=["part", "bytes", "GiB", "GB"], rows=rows, note=note)
 
 
-def memory_report(cfg: ModelConfig, **settings: int | bool | str) -> Table:
+def memory_report(
+    cfg: TransformerConfig, name: str = "model", **settings: int | bool | str
+) -> Table:
     """Estimate and tabulate in one call: what ``aiinfra memory`` prints.
 
     Args:
-        cfg: the model's shape.
+        cfg: the model.
+        name: the model's label in the note (a preset name, a file name).
         **settings: keyword arguments of :func:`estimate_memory` (``seq``,
             ``micro_batch``, ``tp``, ``sp``, ``recompute``, ``zero``, ``dp``).
 
@@ -141,4 +151,4 @@ def memory_report(cfg: ModelConfig, **settings: int | bool | str) -> Table:
     """
     est = estimate_memory(cfg, **settings)
     shown = ", ".join(f"{k}={v}" for k, v in settings.items())
-    return memory_table(est, f"{cfg.name}: {shown}" if shown else cfg.name)
+    return memory_table(est, f"{name}: {shown}" if shown else name)

@@ -7,19 +7,26 @@ is the same :class:`aiinfra.report.Table` the book renders, as text or JSON::
 
     aiinfra memory --model llama-3-8b --seq 8192 --tp 2 --sp --zero 1 --dp 8
 
-Bad input (a missing config field, a negative size, a TP degree that does not divide
-the heads) ends with a one-line error on stderr and exit status 2, as argparse does.
+Both sources go through :meth:`TransformerConfig.from_hf_config`: ``--model`` names
+an entry of :data:`aiinfra.models.presets.PRESETS`, ``--config`` a file. A
+mixture-of-experts config is refused, since the calculator would count its experts
+as one dense MLP. Bad input (a missing config field, a negative size, a TP degree
+that does not divide the heads) ends with a one-line error on stderr and exit
+status 2, as argparse does.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
+from aiinfra.clikit import Command
 from aiinfra.memory.activations import RECOMPUTE
 from aiinfra.memory.calculator import memory_report
-from aiinfra.memory.config import load_config
-from aiinfra.memory.presets import PRESETS, preset
+from aiinfra.models.config import TransformerConfig
+from aiinfra.models.hf_config import read_json_object
+from aiinfra.models.presets import DENSE_PRESETS, is_moe, preset
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,7 +37,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument(
-        "--model", type=str.lower, choices=sorted(PRESETS), help="a named real model"
+        "--model",
+        type=str.lower,
+        choices=sorted(DENSE_PRESETS),
+        help="a named real model",
     )
     source.add_argument("--config", help="path to a Hugging Face config.json")
     parser.add_argument("--seq", type=int, default=4096, help="sequence length s")
@@ -51,6 +61,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON, not text")
 
 
+def read_dense_config(path: str | os.PathLike) -> TransformerConfig:
+    """Read a ``config.json`` file, refusing mixture-of-experts models.
+
+    Args:
+        path: the file.
+
+    Returns:
+        ``TransformerConfig.from_hf_config`` of its fields.
+
+    Raises:
+        ValueError: the file is not a JSON object, the config has routed experts,
+            or a field is missing or wrong.
+        OSError: the file cannot be read.
+    """
+    fields = read_json_object(path)
+    if is_moe(fields):
+        raise ValueError(
+            f"config {os.fspath(path)!r} describes a mixture-of-experts model; the "
+            "memory calculator models dense MLPs only"
+        )
+    return TransformerConfig.from_hf_config(fields)
+
+
 def run(args: argparse.Namespace) -> int:
     """Print the memory breakdown for the parsed options.
 
@@ -67,9 +100,13 @@ def run(args: argparse.Namespace) -> int:
                 raise ValueError(
                     f"--{flag.replace('_', '-')} must be >= 1, got {value}"
                 )
-        cfg = preset(args.model) if args.model else load_config(args.config)
+        if args.model:  # argparse offers the dense presets only
+            name, cfg = args.model, preset(args.model)
+        else:
+            name, cfg = args.config, read_dense_config(args.config)
         table = memory_report(
             cfg,
+            name,
             seq=args.seq,
             micro_batch=args.micro_batch,
             tp=args.tp,
@@ -83,3 +120,14 @@ def run(args: argparse.Namespace) -> int:
         return 2
     print(table.to_json() if args.json else table.to_text())
     return 0
+
+
+COMMANDS = (
+    Command(
+        "memory",
+        None,
+        "training memory of one rank: parameters, gradients, optimizer, activations",
+        add_arguments,
+        run,
+    ),
+)

@@ -25,7 +25,8 @@ from aiinfra.memory.activations import CORE_TERMS, saved_activation_terms
 from aiinfra.memory.checkpoint import checkpoint_sequential
 from aiinfra.memory.measure import SavedTensorLog, model_state_bytes
 from aiinfra.memory.model_states import ModelStateBytes, model_states_bytes
-from aiinfra.memory.tiny_gpt import TinyGPT, TinyGPTConfig
+from aiinfra.memory.tiny_gpt import TinyGPT, tiny_gpt_config
+from aiinfra.models.config import TransformerConfig
 from aiinfra.precision.master_weights import MasterWeights
 
 
@@ -45,28 +46,46 @@ class LayerMeasurement:
 
 
 def measure_layers(
-    cfg: TinyGPTConfig, b: int, dtype: torch.dtype = torch.bfloat16, seed: int = 0
+    config: TransformerConfig,
+    b: int,
+    dtype: torch.dtype = torch.bfloat16,
+    recompute: str = "none",
+    seed: int = 0,
 ) -> LayerMeasurement:
     """Run the transformer layers of a :class:`TinyGPT` forward and backward.
 
     Args:
-        cfg: shape and recompute mode; s = ``cfg.seq_len``.
+        config: a GPT-2-family config with ``d_ff = 4 d_model``, as the formula
+            assumes; s = ``config.max_seq_len``.
         b: micro-batch size.
         dtype: parameter and activation dtype.
-        seed: seeds the weights, the input and the dropout masks.
+        recompute: ``"none"``, ``"selective"`` or ``"full"``.
+        seed: seeds the weights, the input and the dropout masks (the global random
+            state is restored afterwards).
 
     Returns:
-        The measurement of ``cfg.n_layer`` layers (embedding and head excluded).
+        The measurement of ``config.n_layers`` layers (embedding and head excluded).
+
+    Raises:
+        ValueError: ``config`` is not a GPT layer with a ``4 d_model`` MLP, or
+            ``recompute`` is unknown.
     """
-    torch.manual_seed(seed)
-    model = TinyGPT(cfg).to(dtype).train()
-    x = torch.randn(b, cfg.seq_len, cfg.n_embd, dtype=dtype, requires_grad=True)
-    with SavedTensorLog(exclude=[*model.parameters(), *model.buffers()]) as log:
-        y = x
-        for block in model.blocks:
-            y = block(y)  # (B, T, C)
-        forward_bytes = log.live_bytes
-        y.float().sum().backward()
+    if config.d_ff != 4 * config.d_model:
+        raise ValueError(
+            f"config.d_ff must be 4 * d_model = {4 * config.d_model} (the formula's "
+            f"MLP), got {config.d_ff}"
+        )
+    s, h = config.max_seq_len, config.d_model
+    with torch.random.fork_rng(devices=[]):
+        torch.random.default_generator.manual_seed(seed)  # weights and masks
+        model = TinyGPT(config, recompute=recompute).to(dtype).train()
+        x = torch.randn(b, s, h, dtype=dtype, requires_grad=True)  # (B, T, C)
+        with SavedTensorLog(exclude=[*model.parameters(), *model.buffers()]) as log:
+            y = x
+            for block in model.blocks:
+                y = block(y)  # (B, T, C)
+            forward_bytes = log.live_bytes
+            y.float().sum().backward()
     return LayerMeasurement(forward_bytes, log.peak_bytes, log)
 
 
@@ -87,11 +106,16 @@ def layer_norm_stats_bytes(s: int, b: int, stat_bytes: int) -> int:
 def predicted_layer_bytes(
     s: int, b: int, h: int, a: int, act_bytes: int, recompute: str = "none"
 ) -> int:
-    """Korthikanti et al.'s per-layer bytes at ``act_bytes`` per element, plus the
-    LayerNorm statistics the paper leaves out.
+    """Korthikanti et al.'s per-layer bytes plus the LayerNorm statistics.
+
+    The paper's terms are taken at ``act_bytes`` per element; the statistics are
+    what the paper leaves out.
 
     Args:
-        s, b, h, a: sequence, micro-batch, hidden size, heads.
+        s: sequence length.
+        b: micro-batch size.
+        h: hidden size.
+        a: attention heads.
         act_bytes: bytes per activation element (masks stay at one byte).
         recompute: ``"none"``, ``"selective"`` or ``"full"``.
 
@@ -107,41 +131,57 @@ def predicted_layer_bytes(
 
 
 def measure_model_states(
-    mixed: bool, cfg: TinyGPTConfig | None = None, seed: int = 0
+    mixed: bool, config: TransformerConfig | None = None, seed: int = 0
 ) -> tuple[ModelStateBytes, ModelStateBytes, int]:
     """Take one AdamW step and weigh the model states.
 
     Args:
         mixed: bf16 model with fp32 master weights if True, plain fp32 if False.
-        cfg: the model (default: a 2-layer :class:`TinyGPTConfig`).
-        seed: seeds the weights and the batch.
+        config: a GPT-2-family model (default: :func:`tiny_gpt_config`, 2 layers).
+        seed: seeds the weights, the dropout masks and the batch (the global
+            random state is restored afterwards).
 
     Returns:
         (measured, formula, step counters): the formula is (2 + 2 + 12) Psi or
         (4 + 4 + 8) Psi; AdamW adds one 4-byte ``step`` tensor per parameter tensor,
         and the third item is their number.
     """
-    cfg = cfg or TinyGPTConfig()
-    torch.manual_seed(seed)
-    model = TinyGPT(cfg).to(torch.bfloat16 if mixed else torch.float32)
-    params = list(model.parameters())
-    if mixed:
-        opt = MasterWeights(params, lambda ps: torch.optim.AdamW(ps, lr=1e-3))
-    else:
-        opt = torch.optim.AdamW(params, lr=1e-3)
-    idx = torch.randint(cfg.vocab_size, (2, cfg.seq_len))
-    logits = model(idx)  # (B, T, V)
-    F.cross_entropy(logits.float().flatten(0, 1), idx.flatten()).backward()
-    opt.step()
+    config = config or tiny_gpt_config()
+    with torch.random.fork_rng(devices=[]):
+        torch.random.default_generator.manual_seed(seed)  # weights and masks
+        model = TinyGPT(config).to(torch.bfloat16 if mixed else torch.float32)
+        params = list(model.parameters())
+        if mixed:
+            opt = MasterWeights(params, lambda ps: torch.optim.AdamW(ps, lr=1e-3))
+        else:
+            opt = torch.optim.AdamW(params, lr=1e-3)
+        idx = torch.randint(config.vocab_size, (2, config.max_seq_len))  # (B, T)
+        logits = model(idx)  # (B, T, V)
+        F.cross_entropy(logits.float().flatten(0, 1), idx.flatten()).backward()
+        opt.step()
     n = sum(p.numel() for p in params)
     formula = model_states_bytes(n) if mixed else model_states_bytes(n, 4, 4, 8)
     return model_state_bytes(model, opt), formula, len(params)
 
 
 def gelu_chain(n_layers: int, width: int, seed: int = 0) -> list[nn.Module]:
-    """n layers of Linear + GELU: each saves its input and the GELU input (a = 2c)."""
-    torch.manual_seed(seed)
-    return [nn.Sequential(nn.Linear(width, width), nn.GELU()) for _ in range(n_layers)]
+    """A chain of Linear + GELU layers; each saves its input and the GELU input.
+
+    So one layer saves a = 2c bytes, c being the bytes of its input.
+
+    Args:
+        n_layers: n, layers in the chain.
+        width: features in and out of every layer.
+        seed: seeds the weights (the global random state is restored afterwards).
+
+    Returns:
+        The layers, ``nn.Sequential(nn.Linear, nn.GELU)`` each.
+    """
+    with torch.random.fork_rng(devices=[]):
+        torch.random.default_generator.manual_seed(seed)
+        return [
+            nn.Sequential(nn.Linear(width, width), nn.GELU()) for _ in range(n_layers)
+        ]
 
 
 def measure_segments(
@@ -159,10 +199,10 @@ def measure_segments(
     Returns:
         Bytes saved after forward (the k checkpoints) and the peak in backward.
     """
-    torch.manual_seed(seed)
     width = layers[0][0].in_features
     params = [p for layer in layers for p in layer.parameters()]
-    x = torch.randn(b, width, requires_grad=True)  # (b, width)
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(b, width, generator=generator, requires_grad=True)  # (b, width)
     with SavedTensorLog(exclude=params) as log:
         y = checkpoint_sequential(layers, segments, x)
         forward_bytes = log.live_bytes

@@ -21,30 +21,41 @@ from aiinfra.memory.experiments import (
     measure_segments,
     predicted_layer_bytes,
 )
-from aiinfra.memory.params import count_parameters
-from aiinfra.memory.presets import PRESETS, preset
+from aiinfra.memory.model_states import model_states_bytes
 from aiinfra.memory.segments import checkpointed_peak_bytes, sqrt_rule
-from aiinfra.memory.tiny_gpt import TinyGPTConfig
+from aiinfra.memory.tiny_gpt import tiny_gpt_config
+from aiinfra.models.params import count_parameters
+from aiinfra.models.presets import DENSE_PRESETS, preset
 from aiinfra.report import Table
 
 
-def presets_table() -> Table:
-    """Shape, parameter count and mixed-precision Adam model states of each preset."""
+def presets_table(names: tuple[str, ...] = DENSE_PRESETS) -> Table:
+    """Shape, parameter count and mixed-precision Adam model states of presets.
+
+    Args:
+        names: keys of :data:`~aiinfra.models.presets.PRESETS`.
+
+    Returns:
+        One row per model.
+
+    Raises:
+        ValueError: a name is not a preset.
+    """
     rows = []
-    for name in PRESETS:
+    for name in names:
         c = preset(name)
         psi = count_parameters(c).total
         rows.append(
             [
                 name,
-                c.hidden_size,
-                c.num_layers,
-                c.num_heads,
-                c.num_kv_heads,
-                c.intermediate_size,
+                c.d_model,
+                c.n_layers,
+                c.n_heads,
+                c.n_kv_heads,
+                c.d_ff,
                 c.vocab_size,
                 f"{psi / 1e9:.2f}e9",
-                round(16 * psi / GiB, 1),
+                round(model_states_bytes(psi).total / GiB, 1),
             ]
         )
     return Table(
@@ -68,9 +79,12 @@ def recompute_table(
 
     Returns:
         One row per configuration: bytes per layer and GiB for all L layers.
+
+    Raises:
+        ValueError: ``model`` is not a preset, or a size does not fit the formula.
     """
     c = preset(model)
-    h, a, n_layers = c.hidden_size, c.num_heads, c.num_layers
+    h, a, n_layers = c.d_model, c.n_heads, c.n_layers
     configs = [
         ("no parallelism", 1, False, "none"),
         (f"tensor parallel (t={t})", t, False, "none"),
@@ -97,7 +111,10 @@ def measured_activations_table(
     """One TinyGPT layer: bytes saved for backward, measured against the formula.
 
     Args:
-        s, b, h, a: sequence, micro-batch, hidden size and heads of the tiny layer.
+        s: sequence length of the tiny layer.
+        b: micro-batch size.
+        h: hidden size.
+        a: attention heads.
 
     Returns:
         One row per dtype and recompute mode: the paper's Table 2 value (16-bit
@@ -107,8 +124,8 @@ def measured_activations_table(
     for dtype in (torch.bfloat16, torch.float32):
         e = torch.finfo(dtype).bits // 8
         for rc in ("none", "selective", "full"):
-            cfg = TinyGPTConfig(seq_len=s, n_layer=1, n_head=a, n_embd=h, recompute=rc)
-            measured = measure_layers(cfg, b, dtype).forward_bytes
+            config = tiny_gpt_config(seq_len=s, n_layers=1, n_heads=a, d_model=h)
+            measured = measure_layers(config, b, dtype, rc).forward_bytes
             paper = activation_bytes_per_layer(s, b, h, a, recompute=rc)
             rows.append(
                 [

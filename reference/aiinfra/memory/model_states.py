@@ -34,7 +34,7 @@ class ModelStateBytes:
 
     @property
     def total(self) -> float:
-        """params + grads + optimizer, in bytes."""
+        """The sum params + grads + optimizer, in bytes."""
         return self.params + self.grads + self.optimizer
 
 

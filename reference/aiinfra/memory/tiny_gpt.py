@@ -8,14 +8,16 @@ layer and nothing else, so the bytes autograd saves can be set against the formu
 term by term. Two details make it match: dropout goes through
 ``torch.native_dropout``, which keeps a one-byte boolean mask (``F.dropout`` on a CPU
 keeps a full-width noise tensor instead), and the causal mask is added, not
-``masked_fill``-ed, so no mask is saved. Notation: B = b, T = s, C = h, nh = a.
+``masked_fill``-ed, so no mask is saved. The shape is a GPT-2-family
+:class:`~aiinfra.models.config.TransformerConfig` (h = ``d_model``, a = ``n_heads``,
+L = ``n_layers``, s at most ``max_seq_len``); dropout and recomputation are not part
+of a model's shape and are arguments of :class:`TinyGPT`. Notation: B = b, T = s,
+C = h, nh = a.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -23,36 +25,70 @@ from torch import nn
 
 from aiinfra.memory.activations import RECOMPUTE
 from aiinfra.memory.checkpoint import checkpoint
+from aiinfra.models.config import TransformerConfig
 
 
-@dataclass
-class TinyGPTConfig:
-    """Shape of a :class:`TinyGPT`; the defaults keep a test under a second."""
+def tiny_gpt_config(
+    vocab_size: int = 64,
+    seq_len: int = 16,
+    n_layers: int = 2,
+    n_heads: int = 4,
+    d_model: int = 32,
+) -> TransformerConfig:
+    """A small GPT-2-family config; the defaults keep a test under a second.
 
-    vocab_size: int = 64  # V: small, the head is not what we measure
-    seq_len: int = 16  # s, also the largest causal mask
-    n_layer: int = 2  # L
-    n_head: int = 4  # a
-    n_embd: int = 32  # h
-    dropout: float = 0.1  # every dropout of GPT-3 / Megatron, so masks are saved
-    recompute: str = "none"  # "none", "selective" (attention core) or "full" (layer)
+    The sizes go through :meth:`TransformerConfig.from_hf_config` as a GPT-2
+    ``config.json`` would, so the layer choices (LayerNorm, biases, a ``4h`` GELU
+    MLP, learned positions, a tied head) are GPT-2's.
 
-    def __post_init__(self) -> None:
-        if self.n_embd % self.n_head:
-            raise ValueError(f"n_head = {self.n_head} must divide n_embd")
-        if self.recompute not in RECOMPUTE:
-            raise ValueError(f"recompute must be one of {RECOMPUTE}")
+    Args:
+        vocab_size: V; small, the head is not what we measure.
+        seq_len: s, the rows of the position table and the largest causal mask.
+        n_layers: L.
+        n_heads: a.
+        d_model: h.
 
-    def to_hf_config(self) -> dict[str, Any]:
-        """The same shape as a GPT-2-style ``config.json`` dictionary."""
-        return {
+    Returns:
+        The config.
+
+    Raises:
+        ValueError: a size is not a positive integer, or ``n_heads`` does not
+            divide ``d_model``.
+    """
+    return TransformerConfig.from_hf_config(
+        {
             "model_type": "gpt2",
-            "n_embd": self.n_embd,
-            "n_head": self.n_head,
-            "n_layer": self.n_layer,
-            "n_positions": self.seq_len,
-            "vocab_size": self.vocab_size,
+            "vocab_size": vocab_size,
+            "n_positions": seq_len,
+            "n_layer": n_layers,
+            "n_head": n_heads,
+            "n_embd": d_model,
         }
+    )
+
+
+def check_gpt_config(config: TransformerConfig) -> None:
+    """Refuse a config that is not the GPT layer of Korthikanti et al.
+
+    Raises:
+        ValueError: the config is not of the GPT-2 family (LayerNorm, GELU MLP,
+            learned positions, biases) or its heads do not tile ``d_model``.
+    """
+    family = (config.norm, config.mlp, config.position, config.bias)
+    if family != ("layernorm", "gelu", "learned", True) or config.is_mla:
+        raise ValueError(
+            "config must be of the GPT-2 family (norm='layernorm', mlp='gelu', "
+            f"position='learned', bias=True, no MLA), got {family}"
+        )
+    if config.n_kv_heads != config.n_heads or (
+        config.n_heads * config.head_dim != config.d_model
+    ):
+        raise ValueError(
+            "config must have multi-head attention with n_heads * head_dim == "
+            f"d_model, got n_heads={config.n_heads}, n_kv_heads="
+            f"{config.n_kv_heads}, head_dim={config.head_dim}, d_model="
+            f"{config.d_model}"
+        )
 
 
 def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
@@ -65,12 +101,15 @@ def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
 class CausalSelfAttention(nn.Module):
     """Multi-head causal self-attention with a fused QKV projection (Megatron's)."""
 
-    def __init__(self, cfg: TinyGPTConfig) -> None:
+    def __init__(
+        self, config: TransformerConfig, dropout: float, recompute: str
+    ) -> None:
         super().__init__()
-        self.cfg = cfg
-        self.c_attn = nn.Linear(cfg.n_embd, 3 * cfg.n_embd)  # fused Q, K, V
-        self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd)
-        causal = torch.full((cfg.seq_len, cfg.seq_len), float("-inf")).triu(1)
+        self.n_heads, self.p, self.recompute = config.n_heads, dropout, recompute
+        d, T = config.d_model, config.max_seq_len
+        self.c_attn = nn.Linear(d, 3 * d)  # fused Q, K, V
+        self.c_proj = nn.Linear(d, d)
+        causal = torch.full((T, T), float("-inf")).triu(1)
         self.register_buffer("causal", causal, persistent=False)  # (T, T)
 
     def core(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -78,94 +117,123 @@ class CausalSelfAttention(nn.Module):
         T = q.size(-2)
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))  # (B, nh, T, T)
         att = F.softmax(att + self.causal[:T, :T], dim=-1)
-        att = dropout(att, self.cfg.dropout, self.training)
+        att = dropout(att, self.p, self.training)
         return att @ v  # (B, nh, T, hs)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Attention of ``x``, shape (B, T, C) in and out."""
         B, T, C = x.shape
-        nh = self.cfg.n_head
+        nh = self.n_heads
         q, k, v = self.c_attn(x).split(C, dim=2)
         q = q.view(B, T, nh, C // nh).transpose(1, 2)  # (B, nh, T, hs)
         k = k.view(B, T, nh, C // nh).transpose(1, 2)  # (B, nh, T, hs)
         v = v.view(B, T, nh, C // nh).transpose(1, 2)  # (B, nh, T, hs)
-        if self.cfg.recompute == "selective" and self.training:
+        if self.recompute == "selective" and self.training:
             y = checkpoint(self.core, q, k, v)
         else:
             y = self.core(q, k, v)
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C)
-        return dropout(self.c_proj(y), self.cfg.dropout, self.training)
+        return dropout(self.c_proj(y), self.p, self.training)
 
 
 class MLP(nn.Module):
-    """h -> 4h -> h with GELU, then dropout."""
+    """h -> d_ff (4h in GPT) -> h with GELU, then dropout."""
 
-    def __init__(self, cfg: TinyGPTConfig) -> None:
+    def __init__(self, config: TransformerConfig, dropout: float) -> None:
         super().__init__()
-        self.cfg = cfg
-        self.c_fc = nn.Linear(cfg.n_embd, 4 * cfg.n_embd)
-        self.c_proj = nn.Linear(4 * cfg.n_embd, cfg.n_embd)
+        self.p = dropout
+        self.c_fc = nn.Linear(config.d_model, config.d_ff)
+        self.c_proj = nn.Linear(config.d_ff, config.d_model)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The MLP of ``x``, shape (B, T, C) in and out."""
         x = F.gelu(self.c_fc(x))  # (B, T, 4C)
-        return dropout(self.c_proj(x), self.cfg.dropout, self.training)
+        return dropout(self.c_proj(x), self.p, self.training)
 
 
 class Block(nn.Module):
     """Pre-LayerNorm transformer layer; with ``recompute="full"``, checkpointed."""
 
-    def __init__(self, cfg: TinyGPTConfig) -> None:
+    def __init__(
+        self, config: TransformerConfig, dropout: float, recompute: str
+    ) -> None:
         super().__init__()
-        self.cfg = cfg
-        self.ln_1 = nn.LayerNorm(cfg.n_embd)
-        self.attn = CausalSelfAttention(cfg)
-        self.ln_2 = nn.LayerNorm(cfg.n_embd)
-        self.mlp = MLP(cfg)
+        self.recompute = recompute
+        self.ln_1 = nn.LayerNorm(config.d_model, eps=config.norm_eps)
+        self.attn = CausalSelfAttention(config, dropout, recompute)
+        self.ln_2 = nn.LayerNorm(config.d_model, eps=config.norm_eps)
+        self.mlp = MLP(config, dropout)
 
     def layer(self, x: torch.Tensor) -> torch.Tensor:
+        """The layer without checkpointing: two residual branches."""
         x = x + self.attn(self.ln_1(x))
         return x + self.mlp(self.ln_2(x))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.cfg.recompute == "full" and self.training:
+        """The layer, shape (B, T, C) in and out, checkpointed if asked."""
+        if self.recompute == "full" and self.training:
             return checkpoint(self.layer, x)  # keep only the layer input: 2sbh
         return self.layer(x)
 
 
 class TinyGPT(nn.Module):
-    """GPT-2 layout: token + position embedding, L blocks, final LayerNorm, tied head.
+    """GPT-2 layout: token + position embedding, L blocks, final LayerNorm, head.
 
     Args:
-        cfg: the model's shape and recomputation mode.
+        config: a GPT-2-family config (:func:`tiny_gpt_config`); the head is tied
+            to the token embedding when ``config.tie_embeddings``, as in GPT-2/3.
+        dropout: the probability of every dropout (GPT-3 / Megatron place one after
+            the embedding, the softmax, the attention output and the MLP), so that
+            their masks are saved as in the paper.
+        recompute: ``"none"``, ``"selective"`` (the attention core) or ``"full"``
+            (each layer).
+
+    Raises:
+        ValueError: ``config`` is not of the GPT-2 family (see
+            :func:`check_gpt_config`), ``dropout`` is not in [0, 1), or
+            ``recompute`` is unknown.
     """
 
-    def __init__(self, cfg: TinyGPTConfig) -> None:
+    def __init__(
+        self, config: TransformerConfig, dropout: float = 0.1, recompute: str = "none"
+    ) -> None:
         super().__init__()
-        self.cfg = cfg
-        self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)
-        self.wpe = nn.Embedding(cfg.seq_len, cfg.n_embd)
-        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
-        self.ln_f = nn.LayerNorm(cfg.n_embd)
-        self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
-        self.lm_head.weight = self.wte.weight  # tied, as in GPT-2 and GPT-3
+        check_gpt_config(config)
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        if recompute not in RECOMPUTE:
+            raise ValueError(f"recompute must be one of {RECOMPUTE}, got {recompute!r}")
+        self.config, self.p = config, dropout
+        self.wte = nn.Embedding(config.vocab_size, config.d_model)
+        self.wpe = nn.Embedding(config.max_seq_len, config.d_model)
+        self.blocks = nn.ModuleList(
+            Block(config, dropout, recompute) for _ in range(config.n_layers)
+        )
+        self.ln_f = nn.LayerNorm(config.d_model, eps=config.norm_eps)
+        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        if config.tie_embeddings:
+            self.lm_head.weight = self.wte.weight  # tied, as in GPT-2 and GPT-3
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         """Logits of the next token.
 
         Args:
-            idx: token ids, shape (B, T), T <= ``seq_len``.
+            idx: token ids, shape (B, T), T <= ``config.max_seq_len``.
 
         Returns:
             Logits, shape (B, T, V).
 
         Raises:
-            ValueError: the sequence is longer than ``seq_len``.
+            ValueError: the sequence is longer than ``config.max_seq_len``.
         """
         T = idx.size(1)
-        if T > self.cfg.seq_len:
-            raise ValueError(f"sequence length {T} exceeds seq_len={self.cfg.seq_len}")
+        if T > self.config.max_seq_len:
+            raise ValueError(
+                f"sequence length {T} exceeds max_seq_len={self.config.max_seq_len}"
+            )
         pos = torch.arange(T, device=idx.device)
         x = self.wte(idx) + self.wpe(pos)  # (B, T, C)
-        x = dropout(x, self.cfg.dropout, self.training)
+        x = dropout(x, self.p, self.training)
         for block in self.blocks:
             x = block(x)
         return self.lm_head(self.ln_f(x))  # (B, T, V)

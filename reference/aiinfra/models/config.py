@@ -11,7 +11,8 @@ Llama family (RMSNorm, SwiGLU, RoPE, no biases; Qwen2 adds query/key/value biase
 Mistral a sliding window) or the GPT-2/GPT-3 family (LayerNorm, a GELU MLP, learned
 positions, biases everywhere). :meth:`TransformerConfig.from_hf_config` maps the
 Hugging Face names onto these (:mod:`aiinfra.models.hf_config`) and rejects a missing
-or malformed field, or one this package does not model, by name.
+or malformed field, or one this package does not model, by name. The configs of
+released models are in :mod:`aiinfra.models.presets`.
 """
 
 from __future__ import annotations
@@ -151,92 +152,3 @@ class TransformerConfig:
 def _check_positive_int(name: str, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
-
-
-def published_config(name: str) -> TransformerConfig:
-    """The config of a released model from :data:`PUBLISHED_CONFIGS`.
-
-    Raises:
-        ValueError: ``name`` is not one of them.
-    """
-    if name not in PUBLISHED_CONFIGS:
-        raise ValueError(f"unknown model {name!r}; known: {sorted(PUBLISHED_CONFIGS)}")
-    return TransformerConfig.from_hf_config(PUBLISHED_CONFIGS[name])
-
-
-_LLAMA3 = {
-    "vocab_size": 128256,
-    "num_key_value_heads": 8,
-    "rope_theta": 500000.0,
-    "max_position_embeddings": 8192,
-    "rms_norm_eps": 1e-5,
-}
-_DEEPSEEK = {
-    "num_attention_heads": 128,
-    "num_key_value_heads": 128,
-    "kv_lora_rank": 512,
-    "q_lora_rank": 1536,
-    "qk_rope_head_dim": 64,
-    "qk_nope_head_dim": 128,
-    "v_head_dim": 128,
-    "max_position_embeddings": 163840,
-    "rms_norm_eps": 1e-6,
-}
-
-# The attention-relevant fields of each model's config.json on the Hugging Face Hub
-# (repositories meta-llama/Meta-Llama-3-8B, meta-llama/Meta-Llama-3-70B,
-# mistralai/Mistral-7B-v0.1, Qwen/Qwen2.5-72B-Instruct, deepseek-ai/DeepSeek-V2,
-# deepseek-ai/DeepSeek-V3). For the DeepSeek models intermediate_size is the width of
-# the few dense MLP layers; their MoE layers are not modelled here.
-PUBLISHED_CONFIGS: dict[str, dict[str, Any]] = {
-    "Llama-3-8B": {
-        **_LLAMA3,
-        "hidden_size": 4096,
-        "intermediate_size": 14336,
-        "num_hidden_layers": 32,
-        "num_attention_heads": 32,
-    },
-    "Llama-3-70B": {
-        **_LLAMA3,
-        "hidden_size": 8192,
-        "intermediate_size": 28672,
-        "num_hidden_layers": 80,
-        "num_attention_heads": 64,
-    },
-    "Mistral-7B": {
-        "vocab_size": 32000,
-        "hidden_size": 4096,
-        "intermediate_size": 14336,
-        "num_hidden_layers": 32,
-        "num_attention_heads": 32,
-        "num_key_value_heads": 8,
-        "max_position_embeddings": 32768,
-        "rope_theta": 10000.0,
-        "rms_norm_eps": 1e-5,
-    },
-    "Qwen2.5-72B": {
-        "vocab_size": 152064,
-        "hidden_size": 8192,
-        "intermediate_size": 29568,
-        "num_hidden_layers": 80,
-        "num_attention_heads": 64,
-        "num_key_value_heads": 8,
-        "max_position_embeddings": 32768,
-        "rope_theta": 1000000.0,
-        "rms_norm_eps": 1e-6,
-    },
-    "DeepSeek-V2": {
-        **_DEEPSEEK,
-        "vocab_size": 102400,
-        "hidden_size": 5120,
-        "intermediate_size": 12288,
-        "num_hidden_layers": 60,
-    },
-    "DeepSeek-V3": {
-        **_DEEPSEEK,
-        "vocab_size": 129280,
-        "hidden_size": 7168,
-        "intermediate_size": 18432,
-        "num_hidden_layers": 61,
-    },
-}

@@ -5,15 +5,17 @@ with ``N`` weights does ``2N`` FLOPs per token forward and ``4N`` backward (one
 product for the input gradient, one for the weight gradient). Attention adds
 ``12 L H Q T`` (PaLM, Chowdhery et al. 2022, App. B): per layer and token, the scores
 ``q k^T`` and the weighted sum ``p v`` each take ``2 H Q T`` FLOPs forward, times 3
-for training. Here ``N`` counts the parameters that enter a matrix multiplication:
-all of them except the input embedding (a table look-up) and the norm gains
-(elementwise). The formula leaves out every non-matmul operation: the embedding
-gather, RMSNorm, RoPE, the softmax and its mask, SiLU and the gate product, the
-residual adds and the loss. ``torch.utils.flop_counter.FlopCounterMode`` counts
-matmuls only too, so the two agree exactly; the omitted terms are ``O(d)`` or
-``O(T)`` per token and layer against the ``O(d^2)`` of the matmuls. For MLA the
-score width ``d_h + d_h^R`` and the value width ``d_h`` differ, and the attention
-term reads ``6 L H T (d_qk + d_v)``, which is ``12 L H Q T`` when both equal ``Q``.
+for training. Here ``N`` counts the weights that enter a matrix multiplication:
+every parameter except the input embedding and learned positions (table look-ups),
+the norm parameters and the biases (elementwise); :mod:`aiinfra.models.params`
+counts them by part. The formula leaves out every non-matmul operation: the
+embedding gather, the norms, RoPE, the softmax and its mask, the activation (SiLU
+and the gate product, or GELU), the bias and residual adds and the loss.
+``torch.utils.flop_counter.FlopCounterMode`` counts matmuls only too, so the two
+agree exactly; the omitted terms are ``O(d)`` or ``O(T)`` per token and layer
+against the ``O(d^2)`` of the matmuls. For MLA the score width ``d_h + d_h^R`` and
+the value width ``d_h`` differ, and the attention term reads
+``6 L H T (d_qk + d_v)``, which is ``12 L H Q T`` when both equal ``Q``.
 """
 
 from __future__ import annotations
@@ -22,38 +24,30 @@ import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
-from aiinfra.models.config import TransformerConfig, published_config
+from aiinfra.models.config import TransformerConfig
+from aiinfra.models.params import (
+    attention_matmul_parameters,
+    count_parameters,
+    mlp_matmul_parameters,
+)
+from aiinfra.models.presets import preset
 from aiinfra.models.transformer import Transformer
 from aiinfra.report import Table
-
-
-def attention_matmul_parameters(c: TransformerConfig) -> int:
-    """Weights of one attention layer's projections (no norm gains)."""
-    d, H, D = c.d_model, c.n_heads, c.head_dim
-    if not c.is_mla:
-        return d * H * D + 2 * d * c.n_kv_heads * D + H * D * d  # W_q, W_k, W_v, W_o
-    d_q, d_r = c.q_lora_rank or d, c.rope_head_dim
-    down_q = d * c.q_lora_rank  # W^DQ (absent when q_lora_rank == 0)
-    queries = d_q * H * (D + d_r)  # W^UQ, W^QR
-    keys_values = d * (c.kv_lora_rank + d_r) + 2 * c.kv_lora_rank * H * D  # W^DKV,
-    return down_q + queries + keys_values + H * D * d  # W^KR, W^UK, W^UV; W^O
-
-
-def parameter_count(c: TransformerConfig) -> int:
-    """All parameters of :class:`Transformer` (a tied head counted once)."""
-    d = c.d_model
-    norms = 2 * d + (c.q_lora_rank + c.kv_lora_rank if c.is_mla else 0)
-    per_layer = attention_matmul_parameters(c) + 3 * d * c.d_ff + norms
-    embeddings = c.vocab_size * d * (1 if c.tie_embeddings else 2)
-    return embeddings + c.n_layers * per_layer + d  # + the final norm
 
 
 def matmul_parameters(c: TransformerConfig) -> int:
     """``N`` of the ``6N`` rule: every weight that multiplies an activation.
 
-    The output head counts even when tied: it is a matmul either way.
+    The output head counts even when tied: it is a matmul either way. Biases,
+    norms and the embedding tables do not.
+
+    Args:
+        c: the model (either family, MLA included).
+
+    Returns:
+        ``L (attention + MLP weights) + V d``.
     """
-    per_layer = attention_matmul_parameters(c) + 3 * c.d_model * c.d_ff
+    per_layer = attention_matmul_parameters(c) + mlp_matmul_parameters(c)
     return c.n_layers * per_layer + c.vocab_size * c.d_model
 
 
@@ -105,7 +99,7 @@ def flops_check_table(
     measured = measured_training_flops_per_token(model, 1, seq_len)
     N = matmul_parameters(config)
     rows = [
-        ["parameters", parameter_count(config), counted],
+        ["parameters", count_parameters(config).total, counted],
         ["6N (N = matmul weights)", 6 * N, ""],
         ["12 L H Q T (attention)", attention_flops_per_token(config, seq_len), ""],
         [
@@ -129,7 +123,7 @@ def counted_parameters(c: TransformerConfig) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-DENSE_MODELS = ("Llama-3-8B", "Llama-3-70B", "Mistral-7B", "Qwen2.5-72B")
+DENSE_MODELS = ("llama-3-8b", "llama-3-70b", "mistral-7b", "qwen2.5-72b")
 
 
 def flops_breakdown_table(
@@ -139,20 +133,21 @@ def flops_breakdown_table(
 
     Args:
         seq_len: ``T``.
-        names: keys of :data:`~aiinfra.models.config.PUBLISHED_CONFIGS`.
+        names: keys of :data:`~aiinfra.models.presets.PRESETS`.
 
     Returns:
-        One row per model: parameters by formula and counted on the meta device,
+        One row per model: parameters by formula (:func:`count_parameters`) and
+        counted on this package's :class:`Transformer` built on the meta device,
         then GFLOP per token of ``6N``, of ``12 L H Q T`` and the attention share.
     """
     rows = []
     for name in names:
-        c = published_config(name)
+        c = preset(name)
         six_n, attn = 6 * matmul_parameters(c), attention_flops_per_token(c, seq_len)
         rows.append(
             [
                 name,
-                parameter_count(c),
+                count_parameters(c).total,
                 counted_parameters(c),
                 round(six_n / 1e9, 1),
                 round(attn / 1e9, 1),
@@ -160,9 +155,10 @@ def flops_breakdown_table(
             ]
         )
     note = (
-        f"T = {seq_len}; GFLOP = 1e9 FLOPs per token of one training step. Layout "
-        "of this package's Transformer, which has no biases: Qwen2.5's published "
-        "total also counts its query, key and value biases."
+        f"T = {seq_len}; GFLOP = 1e9 FLOPs per token of one training step. "
+        "Formula: count_parameters (Qwen2.5's query, key and value biases "
+        "included); module: this package's Transformer built from the same config "
+        "on the meta device."
     )
     return Table(
         [

@@ -16,11 +16,22 @@ import dataclasses
 
 import torch
 
-from aiinfra.models.config import PUBLISHED_CONFIGS, TransformerConfig, published_config
+from aiinfra.models.config import TransformerConfig
+from aiinfra.models.presets import preset
 from aiinfra.models.transformer import make_attention
 from aiinfra.report import Table
 
 GIB = 2**30
+# Presets with one kind of attention each: GQA of several widths (Llama 3, Mistral,
+# Qwen2.5) and MLA (DeepSeek).
+ATTENTION_MODELS = (
+    "llama-3-8b",
+    "llama-3-70b",
+    "mistral-7b",
+    "qwen2.5-72b",
+    "deepseek-v2",
+    "deepseek-v3",
+)
 
 
 def attention_kind(c: TransformerConfig) -> str:
@@ -54,7 +65,11 @@ def measured_elements_per_token(
 
     Returns:
         Elements held by all the caches, divided by ``seq_len * n_layers``.
+
+    Raises:
+        ValueError: ``n_layers`` or ``seq_len`` is not a positive integer.
     """
+    _check_positive(n_layers=n_layers, seq_len=seq_len)
     narrow = dataclasses.replace(
         c, d_model=16, q_lora_rank=min(c.q_lora_rank, 16), max_seq_len=seq_len
     )
@@ -79,13 +94,23 @@ def equivalent_gqa_groups(c: TransformerConfig) -> float:
 
 
 def mha_to_cache_ratio(name: str) -> float:
-    """How many times smaller the cache of ``name`` is than MHA's ``2 n_h d_h l``."""
-    c = published_config(name)
+    """How many times smaller the cache of ``name`` is than MHA's ``2 n_h d_h l``.
+
+    Args:
+        name: a key of :data:`~aiinfra.models.presets.PRESETS`.
+
+    Returns:
+        ``2 n_h d_h l`` divided by :func:`elements_per_token`.
+
+    Raises:
+        ValueError: ``name`` is not a preset.
+    """
+    c = preset(name)
     return 2 * c.n_heads * c.head_dim * c.n_layers / elements_per_token(c)
 
 
 def kv_cache_table(
-    names: tuple[str, ...] = tuple(PUBLISHED_CONFIGS),
+    names: tuple[str, ...] = ATTENTION_MODELS,
     bytes_per_element: int = 2,
     context: int = 128 * 1024,
     measure: bool = True,
@@ -93,17 +118,21 @@ def kv_cache_table(
     """KV cache per token of released models, by formula and measured per layer.
 
     Args:
-        names: keys of :data:`~aiinfra.models.config.PUBLISHED_CONFIGS`.
+        names: keys of :data:`~aiinfra.models.presets.PRESETS`.
         bytes_per_element: 2 for a bf16/fp16 cache.
         context: tokens of one sequence, for the last column.
         measure: also fill real caches (:func:`measured_elements_per_token`).
 
     Returns:
         One row per model.
+
+    Raises:
+        ValueError: a name is not a preset, or a size is not a positive integer.
     """
+    _check_positive(bytes_per_element=bytes_per_element, context=context)
     rows = []
     for name in names:
-        c = published_config(name)
+        c = preset(name)
         n = elements_per_token(c)
         measured = measured_elements_per_token(c) if measure else ""
         rows.append(
@@ -141,3 +170,9 @@ def kv_cache_table(
         rows,
         note,
     )
+
+
+def _check_positive(**sizes: int) -> None:
+    for name, value in sizes.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")

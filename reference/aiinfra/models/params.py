@@ -1,0 +1,130 @@
+"""Counting the parameters of a decoder from its config, part by part.
+
+A decoder-only Transformer is a token embedding (``V d``; GPT-2 and GPT-3 add a
+learned position table of ``max_seq_len x d``), ``L`` identical layers, a final norm
+and an output head that is its own ``V x d`` matrix or the embedding reused (tied).
+Each layer holds the attention projections (``W_q`` of ``H D`` columns, ``W_k`` and
+``W_v`` of ``G D`` each with ``G`` key/value heads, ``W_o``; MLA's down- and
+up-projections instead, DeepSeek-V2 Sec. 2.1), an MLP (three ``d x d_ff`` matrices
+for SwiGLU, two for a GELU MLP) and two norms (``d`` gains for RMSNorm, ``d`` gains
+and ``d`` biases for LayerNorm). Biases: GPT-2/3 put one on every linear layer of a
+block (the head has none); Qwen2 on its query, key and value projections only. The
+total is the ``Psi`` of every memory formula and the ``N`` of FLOP counts; the tests
+hold it against the published totals of released checkpoints and against
+``numel()`` of independent implementations built from the same config.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aiinfra.models.config import TransformerConfig
+
+
+@dataclass(frozen=True)
+class ParamCount:
+    """Parameters of a model, by part (counts, not bytes).
+
+    Attributes:
+        embedding: the token embedding plus the learned position table, if any.
+        attention: the attention projections of all layers, biases included.
+        mlp: the MLP matrices of all layers, biases included.
+        norms: the two norms of every layer (and MLA's latent norms), and the final
+            norm.
+        head: the output projection; 0 when tied to the embedding.
+    """
+
+    embedding: int
+    attention: int
+    mlp: int
+    norms: int
+    head: int
+
+    @property
+    def total(self) -> int:
+        """All parameters, a tied matrix counted once: ``Psi``."""
+        return self.embedding + self.attention + self.mlp + self.norms + self.head
+
+
+def attention_matmul_parameters(c: TransformerConfig) -> int:
+    """Weights of one layer's attention projections (no biases, no norm gains).
+
+    Args:
+        c: the model.
+
+    Returns:
+        ``d H D + 2 d G D + H D d`` for MHA/GQA/MQA (``W_q, W_k, W_v, W_o``); for
+        MLA the sum of ``W^DQ, W^UQ, W^QR, W^DKV, W^KR, W^UK, W^UV, W^O``.
+    """
+    d, H, D = c.d_model, c.n_heads, c.head_dim
+    if not c.is_mla:
+        return d * H * D + 2 * d * c.n_kv_heads * D + H * D * d  # W_q, W_k, W_v, W_o
+    d_q, d_r = c.q_lora_rank or d, c.rope_head_dim
+    down_q = d * c.q_lora_rank  # W^DQ (absent when q_lora_rank == 0)
+    queries = d_q * H * (D + d_r)  # W^UQ, W^QR
+    keys_values = d * (c.kv_lora_rank + d_r) + 2 * c.kv_lora_rank * H * D  # W^DKV,
+    return down_q + queries + keys_values + H * D * d  # W^KR, W^UK, W^UV; W^O
+
+
+def attention_bias_parameters(c: TransformerConfig) -> int:
+    """Biases of one layer's attention: ``H D + 2 G D`` (q, k, v), ``+ d`` (o).
+
+    Raises:
+        ValueError: the config asks for biases with MLA, which no model has.
+    """
+    if not (c.bias or c.qkv_bias):
+        return 0
+    if c.is_mla:
+        raise ValueError(
+            "config.bias and config.qkv_bias must be False with MLA "
+            f"(kv_lora_rank = {c.kv_lora_rank} > 0): biases are not modelled there"
+        )
+    qkv = (c.n_heads + 2 * c.n_kv_heads) * c.head_dim
+    return qkv + (c.d_model if c.bias else 0)  # W_o has a bias only with c.bias
+
+
+def mlp_matmul_parameters(c: TransformerConfig) -> int:
+    """Weights of one layer's MLP: ``3 d d_ff`` (SwiGLU) or ``2 d d_ff`` (GELU)."""
+    n_in = 2 if c.mlp == "swiglu" else 1  # SwiGLU has a gate and an up projection
+    return (n_in + 1) * c.d_model * c.d_ff
+
+
+def mlp_bias_parameters(c: TransformerConfig) -> int:
+    """Biases of one layer's MLP: one per output feature of each matrix."""
+    if not c.bias:
+        return 0
+    n_in = 2 if c.mlp == "swiglu" else 1
+    return n_in * c.d_ff + c.d_model
+
+
+def norm_parameters(c: TransformerConfig, width: int) -> int:
+    """Parameters of one norm over ``width`` features: ``width`` or ``2 width``."""
+    return (2 if c.norm == "layernorm" else 1) * width  # LayerNorm adds a bias
+
+
+def count_parameters(c: TransformerConfig) -> ParamCount:
+    """Count a model's parameters from its config.
+
+    MoE layers are not modelled (see :meth:`TransformerConfig.from_hf_config`): for
+    a DeepSeek config every layer counts as a dense one of width ``d_ff``.
+
+    Args:
+        c: the model.
+
+    Returns:
+        The count by part; ``.total`` is ``Psi``.
+
+    Raises:
+        ValueError: biases asked for together with MLA.
+    """
+    d, L, V = c.d_model, c.n_layers, c.vocab_size
+    positions = c.max_seq_len if c.position == "learned" else 0  # GPT-2's wpe
+    latent = c.q_lora_rank + c.kv_lora_rank if c.is_mla else 0  # MLA's latent norms
+    per_layer_norms = 2 * norm_parameters(c, d) + norm_parameters(c, latent)
+    return ParamCount(
+        embedding=(V + positions) * d,
+        attention=L * (attention_matmul_parameters(c) + attention_bias_parameters(c)),
+        mlp=L * (mlp_matmul_parameters(c) + mlp_bias_parameters(c)),
+        norms=L * per_layer_norms + norm_parameters(c, d),  # + the final norm
+        head=0 if c.tie_embeddings else V * d,
+    )
