@@ -203,8 +203,10 @@ def test_memory_is_a_one_word_command_of_aiinfra(capsys):
 
 
 def test_memory_bad_dp_exits_2(capsys):
-    assert cli.main(["memory", "--model", "llama-3-8b", "--dp", "0"]) == 2
-    assert "dp" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["memory", "--model", "llama-3-8b", "--dp", "0"])
+    assert exit_.value.code == 2
+    assert "--dp: must be an int >= 1" in capsys.readouterr().err
 
 
 @pytest.mark.slow

@@ -12,16 +12,15 @@ an entry of :data:`aiinfra.models.presets.PRESETS`, ``--config`` a file. A
 mixture-of-experts config is refused, since the calculator would count its experts
 as one dense MLP. Bad input (a missing config field, a negative size, a TP degree
 that does not divide the heads) ends with a one-line error on stderr and exit
-status 2, as argparse does.
+status 2, as for every ``aiinfra`` command.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
 
-from aiinfra.clikit import Command
+from aiinfra.clikit import Command, int_at_least
 from aiinfra.memory.activations import RECOMPUTE
 from aiinfra.memory.calculator import memory_report
 from aiinfra.models.config import TransformerConfig
@@ -43,11 +42,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a named real model",
     )
     source.add_argument("--config", help="path to a Hugging Face config.json")
-    parser.add_argument("--seq", type=int, default=4096, help="sequence length s")
     parser.add_argument(
-        "--micro-batch", type=int, default=1, help="sequences per micro-batch b"
+        "--seq", type=int_at_least(1), default=4096, help="sequence length s"
     )
-    parser.add_argument("--tp", type=int, default=1, help="tensor-parallel ranks t")
+    parser.add_argument(
+        "--micro-batch",
+        type=int_at_least(1),
+        default=1,
+        help="sequences per micro-batch b",
+    )
+    parser.add_argument(
+        "--tp", type=int_at_least(1), default=1, help="tensor-parallel ranks t"
+    )
     parser.add_argument(
         "--sp", action="store_true", help="sequence parallelism (with --tp)"
     )
@@ -57,7 +63,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--zero", type=int, choices=(0, 1, 2, 3), default=0, help="ZeRO stage"
     )
-    parser.add_argument("--dp", type=int, default=1, help="data-parallel ranks N_d")
+    parser.add_argument(
+        "--dp", type=int_at_least(1), default=1, help="data-parallel ranks N_d"
+    )
     parser.add_argument("--json", action="store_true", help="print JSON, not text")
 
 
@@ -91,33 +99,32 @@ def run(args: argparse.Namespace) -> int:
         args: options added by :func:`add_arguments`.
 
     Returns:
-        0 on success, 2 on bad input (after a message on stderr).
+        0 (bad input raises ``ValueError``, which ``aiinfra`` turns into exit
+        status 2 with the message).
+
+    Raises:
+        ValueError: a config file that cannot be read or describes no dense
+            decoder, or options the calculator rejects (a TP degree that does not
+            divide the heads).
     """
-    try:
-        for flag in ("seq", "micro_batch", "tp", "dp"):
-            value = getattr(args, flag)
-            if value < 1:
-                raise ValueError(
-                    f"--{flag.replace('_', '-')} must be >= 1, got {value}"
-                )
-        if args.model:  # argparse offers the dense presets only
-            name, cfg = args.model, preset(args.model)
-        else:
+    if args.model:  # argparse offers the dense presets only
+        name, cfg = args.model, preset(args.model)
+    else:
+        try:
             name, cfg = args.config, read_dense_config(args.config)
-        table = memory_report(
-            cfg,
-            name,
-            seq=args.seq,
-            micro_batch=args.micro_batch,
-            tp=args.tp,
-            sp=args.sp,
-            recompute=args.recompute,
-            zero=args.zero,
-            dp=args.dp,
-        )
-    except (ValueError, TypeError, OSError) as err:  # JSON errors are ValueErrors
-        print(f"aiinfra memory: error: {err}", file=sys.stderr)
-        return 2
+        except OSError as err:
+            raise ValueError(f"--config cannot be read: {err}") from err
+    table = memory_report(
+        cfg,
+        name,
+        seq=args.seq,
+        micro_batch=args.micro_batch,
+        tp=args.tp,
+        sp=args.sp,
+        recompute=args.recompute,
+        zero=args.zero,
+        dp=args.dp,
+    )
     print(table.to_json() if args.json else table.to_text())
     return 0
 
