@@ -4,14 +4,23 @@ import pytest
 import torch
 import torch.nn.functional as F
 from aiinfra.models.attention import GroupedQueryAttention, KVCache
+from aiinfra.models.config import TransformerConfig
 from torch import nn
 
 B, T, D_MODEL, H, D = 2, 9, 32, 4, 8
 
 
-def make(n_kv_heads: int, max_seq_len: int = 16) -> GroupedQueryAttention:
+def make(n_kv_heads: int, max_seq_len: int = 16, **fields) -> GroupedQueryAttention:
     torch.manual_seed(0)
-    return GroupedQueryAttention(D_MODEL, H, n_kv_heads, D, max_seq_len).double()
+    config = TransformerConfig(
+        d_model=D_MODEL,
+        n_heads=H,
+        n_kv_heads=n_kv_heads,
+        head_dim=D,
+        max_seq_len=max_seq_len,
+        **fields,
+    )
+    return GroupedQueryAttention(config).double()
 
 
 def rotated_projections(attn: GroupedQueryAttention, x: torch.Tensor):
@@ -78,16 +87,65 @@ def test_cache_holds_2_g_d_elements_per_token(n_kv_heads):
     assert cache.numel_per_token() == 2 * n_kv_heads * D  # DeepSeek-V2, Table 1
 
 
-def test_heads_not_divisible_by_kv_heads_are_rejected():
-    with pytest.raises(
-        ValueError, match=r"n_heads \(4\) must be divisible by n_kv_heads \(3\)"
-    ):
-        GroupedQueryAttention(D_MODEL, 4, 3, D, 16)
+def test_gpt_style_attention_with_biases_equals_torch_mha():
+    # GPT-2/3: learned positions (no RoPE) and a bias on every projection, which is
+    # nn.MultiheadAttention with its in- and out-projection biases.
+    attn = make(n_kv_heads=H, position="learned", norm="layernorm", bias=True)
+    assert attn.rope is None
+    with torch.no_grad():
+        for linear in (attn.wq, attn.wk, attn.wv, attn.wo):
+            linear.bias.normal_()
+    mha = nn.MultiheadAttention(D_MODEL, H, batch_first=True).double()
+    with torch.no_grad():
+        mha.in_proj_weight.copy_(
+            torch.cat([attn.wq.weight, attn.wk.weight, attn.wv.weight])
+        )
+        mha.in_proj_bias.copy_(torch.cat([attn.wq.bias, attn.wk.bias, attn.wv.bias]))
+        mha.out_proj.weight.copy_(attn.wo.weight)
+        mha.out_proj.bias.copy_(attn.wo.bias)
+    x = torch.randn(B, T, D_MODEL, dtype=torch.float64)
+    future = torch.ones(T, T, dtype=torch.bool).triu(1)
+    expected = mha(x, x, x, attn_mask=future, need_weights=False)[0]
+    torch.testing.assert_close(attn(x), expected)
 
 
-def test_odd_head_dim_is_rejected():
-    with pytest.raises(ValueError, match="head_dim must be even"):
-        GroupedQueryAttention(D_MODEL, 4, 2, 7, 16)
+def test_qkv_bias_adds_biases_to_q_k_v_only():
+    # Qwen2: biases on the query, key and value projections, none on the output.
+    attn = make(n_kv_heads=2, qkv_bias=True)
+    biases = [m.bias is not None for m in (attn.wq, attn.wk, attn.wv, attn.wo)]
+    assert biases == [True, True, True, False]
+
+
+@pytest.mark.parametrize("window", [1, 3, 5])
+def test_a_sliding_window_query_equals_attention_over_its_window_alone(window):
+    # RoPE scores depend only on relative positions, so with a window W the output
+    # at position t is the last output of plain causal attention run on the W
+    # tokens t - W + 1 .. t by themselves (Mistral, Jiang et al. 2023, Sec. 2).
+    attn = make(n_kv_heads=2, sliding_window=window)
+    full = make(n_kv_heads=2)
+    full.load_state_dict(attn.state_dict())
+    x = torch.randn(B, T, D_MODEL, dtype=torch.float64)
+    out = attn(x)
+    for t in range(T):
+        alone = full(x[:, max(0, t - window + 1) : t + 1])[:, -1]
+        torch.testing.assert_close(out[:, t], alone)
+
+
+def test_sliding_window_decoding_with_the_cache_equals_the_full_forward():
+    attn = make(n_kv_heads=2, sliding_window=3)
+    x = torch.randn(B, T, D_MODEL, dtype=torch.float64)
+    cache = attn.new_cache(B)
+    steps = [attn(x[:, :4], cache)] + [
+        attn(x[:, t : t + 1], cache) for t in range(4, T)
+    ]
+    torch.testing.assert_close(torch.cat(steps, dim=1), attn(x))
+
+
+def test_a_config_that_is_not_gqa_is_rejected():
+    with pytest.raises(ValueError, match="kv_lora_rank > 0"):
+        GroupedQueryAttention(TransformerConfig(kv_lora_rank=8, rope_head_dim=4))
+    with pytest.raises(TypeError, match="config must be a TransformerConfig"):
+        GroupedQueryAttention(32)
 
 
 def test_cache_overflow_is_rejected_before_anything_is_written():

@@ -1,9 +1,11 @@
-"""RMSNorm, RoPE and SwiGLU against PyTorch's own ops and their defining equations."""
+"""RMSNorm, RoPE, SwiGLU and the GELU MLP against PyTorch and their equations."""
+
+import math
 
 import pytest
 import torch
 import torch.nn.functional as F
-from aiinfra.models.layers import RMSNorm, RotaryEmbedding, SwiGLU
+from aiinfra.models.layers import GeluMLP, RMSNorm, RotaryEmbedding, SwiGLU
 
 
 def test_rmsnorm_matches_torch_rmsnorm():
@@ -76,3 +78,16 @@ def test_swiglu_is_the_gated_mlp_of_shazeer_2020():
     w1, w2, w3 = mlp.w1.weight, mlp.w2.weight, mlp.w3.weight
     expected = (F.silu(x @ w1.T) * (x @ w3.T)) @ w2.T  # Shazeer 2020, Eq. 6
     torch.testing.assert_close(mlp(x), expected)
+
+
+def test_gelu_mlp_is_gpt2s_mlp_with_the_tanh_gelu():
+    torch.manual_seed(0)
+    mlp = GeluMLP(8, 32)
+    with torch.no_grad():
+        mlp.w1.bias.normal_()
+        mlp.w2.bias.normal_()
+    x = torch.randn(3, 8)
+    h = x @ mlp.w1.weight.T + mlp.w1.bias
+    # GELU, tanh form (Hendrycks & Gimpel 2016, Sec. 2; gelu_new in GPT-2's code)
+    gelu = 0.5 * h * (1 + torch.tanh(math.sqrt(2 / math.pi) * (h + 0.044715 * h**3)))
+    torch.testing.assert_close(mlp(x), gelu @ mlp.w2.weight.T + mlp.w2.bias)

@@ -4,16 +4,30 @@ import math
 
 import pytest
 import torch
+from aiinfra.models.config import TransformerConfig
 from aiinfra.models.mla import LatentKVCache, MultiHeadLatentAttention
 
 B, T, D_MODEL, H, D_H, D_C, D_CQ, D_R = 2, 7, 32, 4, 8, 12, 10, 4
 
 
-def make(q_lora_rank: int = D_CQ, max_seq_len: int = 16) -> MultiHeadLatentAttention:
+def config(
+    q_lora_rank: int = D_CQ, max_seq_len: int = 16, **fields
+) -> TransformerConfig:
+    return TransformerConfig(
+        d_model=D_MODEL,
+        n_heads=H,
+        head_dim=D_H,
+        kv_lora_rank=D_C,
+        q_lora_rank=q_lora_rank,
+        rope_head_dim=D_R,
+        max_seq_len=max_seq_len,
+        **fields,
+    )
+
+
+def make(q_lora_rank: int = D_CQ, max_seq_len: int = 16, **fields):
     torch.manual_seed(0)
-    return MultiHeadLatentAttention(
-        D_MODEL, H, D_H, D_C, q_lora_rank, D_R, max_seq_len
-    ).double()
+    return MultiHeadLatentAttention(config(q_lora_rank, max_seq_len, **fields)).double()
 
 
 def paper_equations(m: MultiHeadLatentAttention, h: torch.Tensor) -> torch.Tensor:
@@ -75,12 +89,23 @@ def test_cache_overflow_and_long_sequences_are_rejected():
         m(torch.randn(B, 9, D_MODEL, dtype=torch.float64))
 
 
-def test_bad_widths_are_rejected():
-    with pytest.raises(ValueError, match="rope_head_dim must be even"):
-        MultiHeadLatentAttention(D_MODEL, H, D_H, D_C, D_CQ, 5, 16)
-    with pytest.raises(ValueError, match="kv_lora_rank must be positive"):
-        MultiHeadLatentAttention(D_MODEL, H, D_H, 0, D_CQ, D_R, 16)
-    with pytest.raises(ValueError, match="q_lora_rank must be >= 0"):
-        MultiHeadLatentAttention(D_MODEL, H, D_H, D_C, -1, D_R, 16)
+def test_absorbed_decoding_honours_the_sliding_window():
+    m = make(sliding_window=3)
+    h = torch.randn(B, T, D_MODEL, dtype=torch.float64)
+    cache = m.new_cache(B)
+    out = [m.forward_absorbed(h[:, t : t + 1], cache) for t in range(T)]
+    torch.testing.assert_close(torch.cat(out, 1), m(h))
+    # the window matters: the last token's output differs from unwindowed MLA
+    unwindowed = make()
+    assert not torch.allclose(m(h)[:, -1], unwindowed(h)[:, -1])
+
+
+def test_bad_configs_are_rejected():
+    with pytest.raises(ValueError, match="MLA needs kv_lora_rank > 0"):
+        MultiHeadLatentAttention(TransformerConfig())
+    with pytest.raises(ValueError, match="MLA with biases"):
+        MultiHeadLatentAttention(config(qkv_bias=True))
+    with pytest.raises(TypeError, match="config must be a TransformerConfig"):
+        MultiHeadLatentAttention({"kv_lora_rank": D_C})
     with pytest.raises(ValueError, match=r"x must be \(B, T, 32\)"):
         make()(torch.randn(B, T, 31, dtype=torch.float64))

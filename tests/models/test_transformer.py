@@ -4,14 +4,18 @@ import pytest
 import torch
 import torch.nn.functional as F
 from aiinfra.models.config import TransformerConfig
+from aiinfra.models.layers import GeluMLP
 from aiinfra.models.mla import MultiHeadLatentAttention
-from aiinfra.models.transformer import Transformer
+from aiinfra.models.transformer import Transformer, generate_greedy
 
+GPT = {"norm": "layernorm", "mlp": "gelu", "position": "learned", "bias": True}
 CONFIGS = {
     "gqa": TransformerConfig(n_kv_heads=2, max_seq_len=16),
     "mla": TransformerConfig(
         kv_lora_rank=16, q_lora_rank=24, rope_head_dim=8, max_seq_len=16
     ),
+    "window": TransformerConfig(n_kv_heads=2, sliding_window=4, max_seq_len=16),
+    "gpt": TransformerConfig(max_seq_len=16, d_ff=256, **GPT),
 }
 
 
@@ -42,6 +46,54 @@ def test_decoding_with_caches_equals_the_full_forward(name):
 
 def test_the_config_selects_mla():
     assert isinstance(make("mla").blocks[0].attn, MultiHeadLatentAttention)
+
+
+def test_the_config_selects_the_gpt_pieces():
+    model = make("gpt")
+    block = model.blocks[0]
+    assert isinstance(block.attn_norm, torch.nn.LayerNorm) and block.attn.rope is None
+    assert isinstance(block.mlp, GeluMLP) and block.mlp.w1.bias is not None
+    assert model.pos_embed.weight.shape == (16, 64)  # max_seq_len x d
+
+
+@pytest.mark.parametrize(
+    "hf_config, published",
+    [
+        # openai-community/gpt2: model.num_parameters() of the Hub checkpoint (nanoGPT
+        # prints 123.65M, the same count without the 1024 x 768 position table).
+        (
+            {"model_type": "gpt2", "vocab_size": 50257, "n_embd": 768, "n_layer": 12}
+            | {"n_head": 12, "n_positions": 1024},
+            124_439_808,
+        ),
+        # meta-llama/Meta-Llama-3-8B: safetensors index total_size 16,060,522,496 B
+        # in bf16.
+        (
+            {"vocab_size": 128256, "hidden_size": 4096, "intermediate_size": 14336}
+            | {"num_hidden_layers": 32, "num_attention_heads": 32}
+            | {"num_key_value_heads": 8, "max_position_embeddings": 8192},
+            8_030_261_248,
+        ),
+    ],
+)
+def test_parameters_of_both_families_match_their_released_checkpoints(
+    hf_config, published
+):
+    with torch.device("meta"):
+        model = Transformer(TransformerConfig.from_hf_config(hf_config))
+    assert sum(p.numel() for p in model.parameters()) == published
+
+
+@pytest.mark.parametrize("name", ["gqa", "gpt"])
+def test_greedy_decoding_picks_the_argmax_of_the_full_forward(name):
+    model = make(name)
+    prompt = torch.randint(256, (2, 5))
+    out = generate_greedy(model, prompt, 6)
+    tokens = prompt
+    for _ in range(6):  # no cache: run the whole sequence again for each token
+        next_token = model(tokens)[:, -1].argmax(-1, keepdim=True)
+        tokens = torch.cat([tokens, next_token], dim=1)
+    assert torch.equal(out, tokens)
 
 
 def test_a_tied_head_is_the_embedding_matrix():
@@ -80,3 +132,7 @@ def test_bad_inputs_are_rejected():
         model(torch.zeros(1, 17, dtype=torch.long))
     with pytest.raises(ValueError, match="caches has 1 entries, the model has 2"):
         model(torch.zeros(1, 3, dtype=torch.long), model.new_caches(1)[:1])
+    with pytest.raises(ValueError, match="exceed the position table"):
+        make("gpt")(torch.zeros(1, 17, dtype=torch.long))
+    with pytest.raises(ValueError, match="max_new_tokens must be >= 1"):
+        generate_greedy(model, torch.zeros(1, 3, dtype=torch.long), 0)

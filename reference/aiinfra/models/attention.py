@@ -5,7 +5,8 @@ key and value head. Multi-query attention (Shazeer 2019) shares one key/value he
 among all of them; grouped-query attention (Ainslie et al. 2023) sits in between:
 ``G`` key/value heads, each shared by a group of ``R = H / G`` query heads. One
 parameter, ``n_kv_heads = G``, selects the variant: ``G = H`` is MHA, ``G = 1`` is
-MQA. During decoding the keys and values of past tokens are kept in a
+MQA; Mistral adds a sliding window (Jiang et al. 2023): a query sees only the
+``W`` latest keys. During decoding the keys and values of past tokens are kept in a
 :class:`KVCache` so that each new token costs one row of attention, not a whole
 forward pass; the cache holds ``2 G D`` numbers per token and layer (DeepSeek-V2,
 Table 1). Notation: ``B`` batch, ``T`` new positions, ``S`` cached positions,
@@ -19,6 +20,7 @@ import math
 import torch
 from torch import Tensor, nn
 
+from aiinfra.models.config import TransformerConfig
 from aiinfra.models.layers import RotaryEmbedding
 
 
@@ -94,13 +96,19 @@ class KVCache:
 
 
 def grouped_attention(
-    q: Tensor, k: Tensor, v: Tensor, start_pos: int = 0, scale: float | None = None
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    start_pos: int = 0,
+    scale: float | None = None,
+    window: int = 0,
 ) -> Tensor:
     """Causal softmax attention in which ``R = H / G`` query heads share a KV head.
 
-    Query row ``t`` sits at position ``start_pos + t`` and sees keys ``0 ..
-    start_pos + t``. Query head ``h`` uses key/value head ``h // R``, the same
-    convention as ``repeat_interleave`` (and SDPA's ``enable_gqa``).
+    Query row ``t`` sits at position ``p = start_pos + t`` and sees keys ``0 .. p``,
+    or with a sliding window (Mistral) only the ``window`` latest,
+    ``p - window + 1 .. p``. Query head ``h`` uses key/value head ``h // R``, the
+    same convention as ``repeat_interleave`` (and SDPA's ``enable_gqa``).
 
     Args:
         q: queries, shape ``(B, H, T, D_k)``.
@@ -108,6 +116,7 @@ def grouped_attention(
         v: values, shape ``(B, G, S, D_v)``.
         start_pos: position of the first query (``S - T`` when decoding).
         scale: score scale; default ``1 / sqrt(D_k)``.
+        window: keys a query sees, itself included; 0 for all earlier keys.
 
     Returns:
         The attention output, shape ``(B, H, T, D_v)``.
@@ -117,8 +126,11 @@ def grouped_attention(
     scale = 1 / math.sqrt(D) if scale is None else scale
     q = q.view(B, G, H // G, T, D)  # (B, G, R, T, D_k)
     scores = torch.einsum("bgrtd,bgsd->bgrts", q, k) * scale  # (B, G, R, T, S)
-    pos_q = start_pos + torch.arange(T, device=q.device)  # (T,)
-    visible = torch.arange(S, device=q.device) <= pos_q[:, None]  # (T, S)
+    pos_q = start_pos + torch.arange(T, device=q.device)[:, None]  # (T, 1)
+    pos_k = torch.arange(S, device=q.device)  # (S,)
+    visible = pos_k <= pos_q  # (T, S)
+    if window:
+        visible &= pos_k > pos_q - window  # (T, S)
     scores = scores.masked_fill(~visible, float("-inf"))
     p = torch.softmax(scores.float(), dim=-1).type_as(v)  # (B, G, R, T, S)
     o = torch.einsum("bgrts,bgse->bgrte", p, v)  # (B, G, R, T, D_v)
@@ -128,50 +140,40 @@ def grouped_attention(
 class GroupedQueryAttention(nn.Module):
     """Attention with ``n_heads`` query heads and ``n_kv_heads`` key/value heads.
 
+    The config gives the sizes ``d``, ``H``, ``G``, ``D`` (which need not equal
+    ``d / H``), the RoPE table (``max_seq_len``, ``rope_theta``; no rotation when
+    ``position`` is ``"learned"``), the biases (on ``W_q, W_k, W_v`` when
+    ``qkv_bias`` or ``bias``, on ``W_o`` when ``bias``) and the sliding window.
+
     Args:
-        d_model: model width ``d``.
-        n_heads: query heads ``H``.
-        n_kv_heads: key/value heads ``G``; ``H`` for MHA, 1 for MQA.
-        head_dim: ``D``; need not equal ``d / H``.
-        max_seq_len: longest sequence (the RoPE table and the default cache size).
-        rope_theta: RoPE base.
+        config: the model shape.
 
     Raises:
-        ValueError: a size is not positive, ``n_heads`` is not divisible by
-            ``n_kv_heads``, or ``head_dim`` is odd (RoPE rotates pairs).
+        TypeError: ``config`` is not a :class:`TransformerConfig`.
+        ValueError: the config selects multi-head latent attention.
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        n_heads: int,
-        n_kv_heads: int,
-        head_dim: int,
-        max_seq_len: int,
-        rope_theta: float = 10000.0,
-    ) -> None:
+    def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
-        for name, value in (
-            ("d_model", d_model),
-            ("n_heads", n_heads),
-            ("n_kv_heads", n_kv_heads),
-            ("head_dim", head_dim),
-        ):
-            if value <= 0:
-                raise ValueError(f"{name} must be positive, got {value}")
-        if n_heads % n_kv_heads:
+        if not isinstance(config, TransformerConfig):
+            raise TypeError(f"config must be a TransformerConfig, got {config!r}")
+        if config.is_mla:
             raise ValueError(
-                f"n_heads ({n_heads}) must be divisible by n_kv_heads ({n_kv_heads})"
+                "config has kv_lora_rank > 0 (MLA); build MultiHeadLatentAttention"
             )
-        if head_dim % 2:
-            raise ValueError(f"head_dim must be even for RoPE, got {head_dim}")
-        self.d_model, self.n_heads, self.n_kv_heads = d_model, n_heads, n_kv_heads
-        self.head_dim, self.max_seq_len = head_dim, max_seq_len
-        self.wq = nn.Linear(d_model, n_heads * head_dim, bias=False)
-        self.wk = nn.Linear(d_model, n_kv_heads * head_dim, bias=False)
-        self.wv = nn.Linear(d_model, n_kv_heads * head_dim, bias=False)
-        self.wo = nn.Linear(n_heads * head_dim, d_model, bias=False)
-        self.rope = RotaryEmbedding(head_dim, max_seq_len, rope_theta)
+        d, H, G, D = config.d_model, config.n_heads, config.n_kv_heads, config.head_dim
+        self.d_model, self.n_heads, self.n_kv_heads, self.head_dim = d, H, G, D
+        self.max_seq_len, self.window = config.max_seq_len, config.sliding_window
+        qkv_bias = config.qkv_bias or config.bias
+        self.wq = nn.Linear(d, H * D, bias=qkv_bias)
+        self.wk = nn.Linear(d, G * D, bias=qkv_bias)
+        self.wv = nn.Linear(d, G * D, bias=qkv_bias)
+        self.wo = nn.Linear(H * D, d, bias=config.bias)
+        self.rope = (
+            RotaryEmbedding(D, config.max_seq_len, config.rope_theta)
+            if config.position == "rope"
+            else None  # GPT-2/3: positions were added to the embeddings
+        )
 
     def new_cache(
         self,
@@ -211,8 +213,9 @@ class GroupedQueryAttention(nn.Module):
         q = self.wq(x).view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)
         k = self.wk(x).view(B, T, G, D).transpose(1, 2)  # (B, G, T, D)
         v = self.wv(x).view(B, T, G, D).transpose(1, 2)  # (B, G, T, D)
-        q, k = self.rope(q, start), self.rope(k, start)
+        if self.rope is not None:
+            q, k = self.rope(q, start), self.rope(k, start)
         if cache is not None:
             k, v = cache.update(k, v)  # (B, G, S, D) with S = start + T
-        o = grouped_attention(q, k, v, start)  # (B, H, T, D)
+        o = grouped_attention(q, k, v, start, window=self.window)  # (B, H, T, D)
         return self.wo(o.transpose(1, 2).reshape(B, T, H * D))  # (B, T, d)

@@ -1,4 +1,4 @@
-"""The per-token building blocks of a Llama-style decoder: RMSNorm, RoPE, SwiGLU.
+"""The per-token building blocks of a decoder: RMSNorm, RoPE, SwiGLU, a GELU MLP.
 
 RMSNorm (Zhang & Sennrich 2019, Eq. 4) rescales a vector by its root mean square,
 ``x / sqrt(mean(x^2) + eps) * g``: LayerNorm without the mean subtraction and bias.
@@ -6,8 +6,10 @@ Rotary position embedding (Su et al. 2021, "RoFormer", Eq. 34) rotates each pair
 ``(x_{2i}, x_{2i+1})`` of a query or key by the angle ``m theta_i`` with
 ``theta_i = base^(-2i/D)``, so that the dot product of a query at position ``m`` and
 a key at position ``n`` depends only on ``m - n``. SwiGLU (Shazeer 2020, Eq. 6)
-is the gated MLP ``W_2 (SiLU(W_1 x) * W_3 x)``. Notation: ``T`` positions, ``D`` the
-rotated width, ``d`` the model width, ``d_ff`` the MLP width.
+is the gated MLP ``W_2 (SiLU(W_1 x) * W_3 x)`` of the Llama family; GPT-2 and GPT-3
+use the plain ``W_2 GELU(W_1 x + b_1) + b_2`` (Hendrycks & Gimpel 2016, in the tanh
+form of GPT-2's code). Notation: ``T`` positions, ``D`` the rotated width, ``d`` the
+model width, ``d_ff`` the MLP width.
 """
 
 from __future__ import annotations
@@ -102,14 +104,38 @@ class SwiGLU(nn.Module):
     Args:
         d_model: input and output width ``d``.
         d_ff: hidden width; three matrices of ``d x d_ff`` parameters.
+        bias: whether each of the three projections adds a bias.
     """
 
-    def __init__(self, d_model: int, d_ff: int) -> None:
+    def __init__(self, d_model: int, d_ff: int, bias: bool = False) -> None:
         super().__init__()
-        self.w1 = nn.Linear(d_model, d_ff, bias=False)  # gate
-        self.w3 = nn.Linear(d_model, d_ff, bias=False)  # up
-        self.w2 = nn.Linear(d_ff, d_model, bias=False)  # down
+        self.w1 = nn.Linear(d_model, d_ff, bias=bias)  # gate
+        self.w3 = nn.Linear(d_model, d_ff, bias=bias)  # up
+        self.w2 = nn.Linear(d_ff, d_model, bias=bias)  # down
 
     def forward(self, x: Tensor) -> Tensor:
         """Apply the MLP to ``x`` of shape ``(..., d)``; returns ``(..., d)``."""
         return self.w2(F.silu(self.w1(x)) * self.w3(x))  # (..., d_ff) -> (..., d)
+
+
+class GeluMLP(nn.Module):
+    """The MLP of GPT-2 and GPT-3: ``W_2 GELU(W_1 x + b_1) + b_2``.
+
+    GELU is taken in the tanh approximation of GPT-2's code,
+    ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``.
+
+    Args:
+        d_model: input and output width ``d``.
+        d_ff: hidden width (``4 d`` in GPT-2); two matrices of ``d x d_ff``.
+        bias: whether both projections add a bias (they do in GPT-2 and GPT-3).
+    """
+
+    def __init__(self, d_model: int, d_ff: int, bias: bool = True) -> None:
+        super().__init__()
+        self.w1 = nn.Linear(d_model, d_ff, bias=bias)  # up
+        self.w2 = nn.Linear(d_ff, d_model, bias=bias)  # down
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Apply the MLP to ``x`` of shape ``(..., d)``; returns ``(..., d)``."""
+        h = F.gelu(self.w1(x), approximate="tanh")  # (..., d_ff)
+        return self.w2(h)  # (..., d)

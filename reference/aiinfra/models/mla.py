@@ -22,7 +22,10 @@ import torch
 from torch import Tensor, nn
 
 from aiinfra.models.attention import KVCache, grouped_attention
+from aiinfra.models.config import TransformerConfig
 from aiinfra.models.layers import RMSNorm, RotaryEmbedding
+
+LATENT_NORM_EPS = 1e-6  # DeepSeek's code: RMSNorm(q_lora_rank), RMSNorm(kv_lora_rank)
 
 
 class LatentKVCache(KVCache):
@@ -55,67 +58,46 @@ class LatentKVCache(KVCache):
 class MultiHeadLatentAttention(nn.Module):
     """MLA with a naive path (:meth:`forward`) and an absorbed one for decoding.
 
+    The config gives ``d``, ``n_h``, ``d_h`` (``head_dim``, the width of a head's
+    content query, key and value), ``d_c`` (``kv_lora_rank``), ``d_c'``
+    (``q_lora_rank``; 0 for full-rank queries), ``d_h^R`` (``rope_head_dim``), the
+    RoPE table and the sliding window. The RMSNorms on the latents use
+    :data:`LATENT_NORM_EPS`, as in DeepSeek's code, whatever ``norm_eps`` says.
+
     Args:
-        d_model: model width ``d``.
-        n_heads: heads ``n_h``.
-        head_dim: ``d_h``, the width of a head's content query, key and value.
-        kv_lora_rank: ``d_c``, the width of the cached latent.
-        q_lora_rank: ``d_c'``, the width of the query latent; 0 for full-rank queries.
-        rope_head_dim: ``d_h^R``, the width of the decoupled RoPE query and key.
-        max_seq_len: longest sequence (the RoPE table and the default cache size).
-        rope_theta: RoPE base.
-        norm_eps: epsilon of the RMSNorms on the latents (as in DeepSeek's code).
+        config: the model shape.
 
     Raises:
-        ValueError: a width is not positive (``q_lora_rank`` may be 0), or
-            ``rope_head_dim`` is odd.
+        TypeError: ``config`` is not a :class:`TransformerConfig`.
+        ValueError: the config does not select MLA (``kv_lora_rank`` is 0), or asks
+            for biases, which MLA does not have here.
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        n_heads: int,
-        head_dim: int,
-        kv_lora_rank: int,
-        q_lora_rank: int,
-        rope_head_dim: int,
-        max_seq_len: int,
-        rope_theta: float = 10000.0,
-        norm_eps: float = 1e-6,
-    ) -> None:
+    def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
-        for name, value in (
-            ("d_model", d_model),
-            ("n_heads", n_heads),
-            ("head_dim", head_dim),
-            ("kv_lora_rank", kv_lora_rank),
-            ("rope_head_dim", rope_head_dim),
-        ):
-            if value <= 0:
-                raise ValueError(f"{name} must be positive, got {value}")
-        if q_lora_rank < 0:
-            raise ValueError(f"q_lora_rank must be >= 0, got {q_lora_rank}")
-        if rope_head_dim % 2:
-            raise ValueError(
-                f"rope_head_dim must be even for RoPE, got {rope_head_dim}"
-            )
-        H, d_h, d_c, d_r = n_heads, head_dim, kv_lora_rank, rope_head_dim
+        if not isinstance(config, TransformerConfig):
+            raise TypeError(f"config must be a TransformerConfig, got {config!r}")
+        if not config.is_mla:
+            raise ValueError("MLA needs kv_lora_rank > 0, got 0")
+        if config.bias or config.qkv_bias:
+            raise ValueError("MLA with biases (bias or qkv_bias) is not modelled")
+        d_model, H, d_h = config.d_model, config.n_heads, config.head_dim
+        d_c, d_cq, d_r = config.kv_lora_rank, config.q_lora_rank, config.rope_head_dim
         self.d_model, self.n_heads, self.head_dim = d_model, H, d_h
-        self.kv_lora_rank, self.rope_head_dim, self.max_seq_len = d_c, d_r, max_seq_len
-        d_q = q_lora_rank or d_model  # uncompressed queries read h directly
-        self.w_dq = (
-            nn.Linear(d_model, d_q, bias=False) if q_lora_rank else nn.Identity()
-        )
-        self.q_norm = RMSNorm(d_q, norm_eps) if q_lora_rank else nn.Identity()
+        self.kv_lora_rank, self.rope_head_dim = d_c, d_r
+        self.max_seq_len, self.window = config.max_seq_len, config.sliding_window
+        d_q = d_cq or d_model  # uncompressed queries read h directly
+        self.w_dq = nn.Linear(d_model, d_q, bias=False) if d_cq else nn.Identity()
+        self.q_norm = RMSNorm(d_q, LATENT_NORM_EPS) if d_cq else nn.Identity()
         self.w_uq = nn.Linear(d_q, H * d_h, bias=False)  # W^UQ
         self.w_qr = nn.Linear(d_q, H * d_r, bias=False)  # W^QR
         self.w_dkv = nn.Linear(d_model, d_c, bias=False)  # W^DKV
-        self.kv_norm = RMSNorm(d_c, norm_eps)
+        self.kv_norm = RMSNorm(d_c, LATENT_NORM_EPS)
         self.w_kr = nn.Linear(d_model, d_r, bias=False)  # W^KR
         self.w_uk = nn.Linear(d_c, H * d_h, bias=False)  # W^UK
         self.w_uv = nn.Linear(d_c, H * d_h, bias=False)  # W^UV
         self.w_o = nn.Linear(H * d_h, d_model, bias=False)  # W^O
-        self.rope = RotaryEmbedding(d_r, max_seq_len, rope_theta)
+        self.rope = RotaryEmbedding(d_r, config.max_seq_len, config.rope_theta)
         self.scale = 1 / math.sqrt(d_h + d_r)  # a head's score spans both parts
 
     def new_cache(
@@ -172,7 +154,7 @@ class MultiHeadLatentAttention(nn.Module):
         v = self.w_uv(c_kv[:, 0]).view(B, S, H, d_h).transpose(1, 2)  # (B, H, S, d_h)
         q = torch.cat([q_c, q_r], dim=-1)  # (B, H, T, d_h + d_h^R)
         k = torch.cat([k_c, k_r.expand(B, H, S, -1)], dim=-1)  # (B, H, S, d_h + d_h^R)
-        o = grouped_attention(q, k, v, start, scale=self.scale)  # (B, H, T, d_h)
+        o = grouped_attention(q, k, v, start, self.scale, self.window)  # (B, H, T, d_h)
         return self.w_o(o.transpose(1, 2).reshape(B, T, H * d_h))  # (B, T, d)
 
     def forward_absorbed(self, x: Tensor, cache: LatentKVCache) -> Tensor:
@@ -204,6 +186,8 @@ class MultiHeadLatentAttention(nn.Module):
         q_latent = torch.einsum("bhtd,hdc->bhtc", q_c, w_uk)  # (B, H, T, d_c)
         q = torch.cat([q_latent, q_r], dim=-1)  # (B, H, T, d_c + d_h^R)
         k = torch.cat([c_kv, k_r], dim=-1)  # (B, 1, S, d_c + d_h^R): one shared head
-        o_latent = grouped_attention(q, k, c_kv, start, scale=self.scale)  # (B,H,T,d_c)
+        o_latent = grouped_attention(  # (B, H, T, d_c)
+            q, k, c_kv, start, self.scale, self.window
+        )
         o = torch.einsum("bhtc,hdc->bthd", o_latent, w_uv)  # (B, T, H, d_h)
         return self.w_o(o.reshape(B, T, H * d_h))  # (B, T, d)

@@ -1,23 +1,29 @@
-"""A decoder-only Transformer in the Llama style, from the pieces of this package.
+"""A decoder-only Transformer from the pieces of this package, Llama or GPT style.
 
 The model (Vaswani et al. 2017, with the pre-norm, RMSNorm, RoPE and SwiGLU choices
 of Llama, Touvron et al. 2023) embeds tokens, applies ``L`` identical blocks
-``x = x + Attn(RMSNorm(x))``, ``x = x + MLP(RMSNorm(x))``, normalizes once more and
+``x = x + Attn(Norm(x))``, ``x = x + MLP(Norm(x))``, normalizes once more and
 projects to vocabulary logits with a head that is either its own matrix or the
-transposed embedding (tied, Press & Wolf 2017). The attention of every block is
-grouped-query attention, or multi-head latent attention when the config sets
-``kv_lora_rank``. Passing one cache per layer turns the same forward pass into
-incremental decoding. Notation: ``B`` batch, ``T`` tokens, ``d`` width, ``V`` vocab.
+transposed embedding (tied, Press & Wolf 2017). The config picks the pieces: the
+attention of every block is grouped-query attention, or multi-head latent attention
+when ``kv_lora_rank`` is set; the GPT-2/GPT-3 family (Radford et al. 2019, Brown et
+al. 2020) swaps RMSNorm for LayerNorm, SwiGLU for a GELU MLP and RoPE for a learned
+table of positions added to the embeddings, with biases everywhere. Passing one
+cache per layer turns the same forward pass into incremental decoding, as in
+:func:`generate_greedy`. Notation: ``B`` batch, ``T`` tokens, ``d`` width, ``V``
+vocab.
 """
 
 from __future__ import annotations
+
+import os
 
 import torch
 from torch import Tensor, nn
 
 from aiinfra.models.attention import GroupedQueryAttention, KVCache
 from aiinfra.models.config import TransformerConfig
-from aiinfra.models.layers import RMSNorm, SwiGLU
+from aiinfra.models.layers import GeluMLP, RMSNorm, SwiGLU
 from aiinfra.models.mla import MultiHeadLatentAttention
 
 
@@ -26,29 +32,26 @@ def make_attention(
 ) -> GroupedQueryAttention | MultiHeadLatentAttention:
     """The attention the config asks for: MLA if ``kv_lora_rank`` > 0, else GQA."""
     if config.is_mla:
-        return MultiHeadLatentAttention(
-            config.d_model,
-            config.n_heads,
-            config.head_dim,
-            config.kv_lora_rank,
-            config.q_lora_rank,
-            config.rope_head_dim,
-            config.max_seq_len,
-            config.rope_theta,
-            config.norm_eps,
-        )
-    return GroupedQueryAttention(
-        config.d_model,
-        config.n_heads,
-        config.n_kv_heads,
-        config.head_dim,
-        config.max_seq_len,
-        config.rope_theta,
-    )
+        return MultiHeadLatentAttention(config)
+    return GroupedQueryAttention(config)
+
+
+def make_norm(config: TransformerConfig) -> nn.Module:
+    """RMSNorm (Llama) or LayerNorm with weight and bias (GPT-2/3)."""
+    if config.norm == "layernorm":
+        return nn.LayerNorm(config.d_model, config.norm_eps)
+    return RMSNorm(config.d_model, config.norm_eps)
+
+
+def make_mlp(config: TransformerConfig) -> nn.Module:
+    """SwiGLU (Llama) or the GELU MLP (GPT-2/3), with biases when ``bias``."""
+    if config.mlp == "gelu":
+        return GeluMLP(config.d_model, config.d_ff, config.bias)
+    return SwiGLU(config.d_model, config.d_ff, config.bias)
 
 
 class Block(nn.Module):
-    """One pre-norm decoder block: attention, then the SwiGLU MLP, each residual.
+    """One pre-norm decoder block: attention, then the MLP, each residual.
 
     Args:
         config: the model shape.
@@ -56,10 +59,10 @@ class Block(nn.Module):
 
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
-        self.attn_norm = RMSNorm(config.d_model, config.norm_eps)
+        self.attn_norm = make_norm(config)
         self.attn = make_attention(config)
-        self.mlp_norm = RMSNorm(config.d_model, config.norm_eps)
-        self.mlp = SwiGLU(config.d_model, config.d_ff)
+        self.mlp_norm = make_norm(config)
+        self.mlp = make_mlp(config)
 
     def forward(self, x: Tensor, cache: KVCache | None = None) -> Tensor:
         """Shape ``(B, T, d)`` in and out; ``cache`` is this layer's KV cache."""
@@ -78,12 +81,40 @@ class Transformer(nn.Module):
         super().__init__()
         self.config = config
         self.embed = nn.Embedding(config.vocab_size, config.d_model)
+        self.pos_embed = (
+            nn.Embedding(config.max_seq_len, config.d_model)
+            if config.position == "learned"
+            else None  # RoPE rotates queries and keys inside attention instead
+        )
         self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layers))
-        self.norm = RMSNorm(config.d_model, config.norm_eps)
+        self.norm = make_norm(config)
         self.head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         if config.tie_embeddings:
             self.head.weight = self.embed.weight  # one (V, d) matrix, used twice
         self.apply(_init_weights)
+
+    @classmethod
+    def from_pretrained(
+        cls, directory: str | os.PathLike, dtype: torch.dtype = torch.float32
+    ) -> Transformer:
+        """Load a Hugging Face checkpoint (:mod:`aiinfra.models.checkpoint`).
+
+        Args:
+            directory: holds ``config.json`` and ``model.safetensors`` (or
+                ``model.safetensors.index.json`` and its shards).
+            dtype: element type of the parameters.
+
+        Returns:
+            The model, in evaluation mode.
+
+        Raises:
+            FileNotFoundError: a file is missing.
+            ValueError: the config is not modelled, or a tensor is missing,
+                unexpected or of the wrong shape.
+        """
+        from aiinfra.models.checkpoint import load_pretrained  # imports this module
+
+        return load_pretrained(directory, dtype)
 
     def new_caches(
         self,
@@ -117,12 +148,55 @@ class Transformer(nn.Module):
                 f"{len(self.blocks)} layers"
             )
         x = self.embed(tokens)  # (B, T, d)
+        if self.pos_embed is not None:
+            start = 0 if caches is None else caches[0].length
+            x = x + self.pos_embed(self._positions(start, tokens.shape[1]))  # (B, T, d)
         for i, block in enumerate(self.blocks):
             x = block(x, None if caches is None else caches[i])  # (B, T, d)
         return self.head(self.norm(x))  # (B, T, V)
 
+    def _positions(self, start: int, T: int) -> Tensor:
+        """Positions ``start .. start + T - 1`` for the learned table, checked."""
+        if start + T > self.config.max_seq_len:
+            raise ValueError(
+                f"positions {start}..{start + T - 1} exceed the position table "
+                f"(max_seq_len={self.config.max_seq_len})"
+            )
+        return torch.arange(start, start + T, device=self.embed.weight.device)  # (T,)
+
+
+@torch.no_grad()
+def generate_greedy(model: Transformer, prompt: Tensor, max_new_tokens: int) -> Tensor:
+    """Greedy decoding with KV caches: one forward over the prompt, then one per token.
+
+    Args:
+        model: the language model.
+        prompt: token ids, shape ``(B, T)``.
+        max_new_tokens: tokens to append, each the argmax of the last logits.
+
+    Returns:
+        The prompt followed by the new tokens, shape ``(B, T + max_new_tokens)``.
+
+    Raises:
+        ValueError: ``max_new_tokens`` < 1, or the output would not fit
+            ``max_seq_len``.
+    """
+    if max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+    B, T = prompt.shape
+    caches = model.new_caches(B, T + max_new_tokens)
+    logits = model(prompt, caches)  # (B, T, V)
+    tokens = [prompt]
+    for step in range(max_new_tokens):
+        tokens.append(logits[:, -1].argmax(-1, keepdim=True))  # (B, 1)
+        if step + 1 < max_new_tokens:
+            logits = model(tokens[-1], caches)  # (B, 1, V)
+    return torch.cat(tokens, dim=1)  # (B, T + max_new_tokens)
+
 
 def _init_weights(module: nn.Module) -> None:
-    """GPT-2's initialization: N(0, 0.02) for every matrix, ones for norm gains."""
+    """GPT-2's initialization: N(0, 0.02) for every matrix, zero biases, unit gains."""
     if isinstance(module, nn.Linear | nn.Embedding):
         nn.init.normal_(module.weight, mean=0.0, std=0.02)
+    if isinstance(module, nn.Linear) and module.bias is not None:
+        nn.init.zeros_(module.bias)
