@@ -277,3 +277,18 @@ def test_gpt2_family_is_read_with_its_layer_choices():
 def test_bad_switches_are_named(field, value, message):
     with pytest.raises(ValueError, match=message):
         TransformerConfig(**{field: value})
+
+
+def test_mla_ignores_num_key_value_heads():
+    # transformers' DeepseekV3Config writes num_key_value_heads = 128 even for a
+    # 4-head model; MLA has no KV heads to group, so the field is not read.
+    mla = {
+        **LLAMA3_8B,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 128,
+        "kv_lora_rank": 32,
+        "qk_rope_head_dim": 16,
+        "qk_nope_head_dim": 32,
+    }
+    c = TransformerConfig.from_hf_config(mla)
+    assert c.is_mla and c.n_heads == 4 and c.n_kv_heads == 4

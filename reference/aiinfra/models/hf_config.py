@@ -113,6 +113,10 @@ def config_kwargs(source: Mapping[str, Any]) -> dict[str, Any]:
         kwargs["rope_theta"] = theta
     if kwargs.get("kv_lora_rank"):
         kwargs["head_dim"] = _mla_head_dim(source)
+        # MLA has no key/value heads to group: every head reads the one latent.
+        # transformers' DeepseekV3Config defaults num_key_value_heads to 128
+        # whatever the head count, so the field says nothing here.
+        kwargs.pop("n_kv_heads", None)
     return kwargs
 
 
