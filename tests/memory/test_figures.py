@@ -2,12 +2,8 @@
 
 import pytest
 from aiinfra.memory.calculator import GiB
-from aiinfra.memory.figures import (
-    memory_vs_seq_figure,
-    presets_table,
-    recompute_table,
-    segments_figure,
-)
+from aiinfra.memory.figures import memory_vs_seq_figure, segments_figure
+from aiinfra.memory.tables import presets_table, recompute_table
 from aiinfra.models.presets import DENSE_PRESETS
 
 

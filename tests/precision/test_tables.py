@@ -1,6 +1,6 @@
 """The book's mixed-precision tables: the scaler trace and the master-weight demo."""
 
-from aiinfra.precision.figures import loss_scale_trace, master_weights_table
+from aiinfra.precision.tables import loss_scale_trace, master_weights_table
 
 
 def test_trace_shows_our_scaler_and_gradscaler_in_lockstep():

@@ -1,0 +1,155 @@
+"""Tables of the memory section, computed when the book is built.
+
+Each function returns an :class:`aiinfra.report.Table` for the ``aiinfra-table``
+directive (through :mod:`aiinfra.book.training`). Calculator results come from
+:mod:`aiinfra.memory.calculator`; measured ones run the small experiments of
+:mod:`aiinfra.memory.experiments` on the CPU in a second or two. Units: GiB = 2^30
+bytes throughout, said in every note.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from aiinfra.memory.activations import activation_bytes_per_layer
+from aiinfra.memory.calculator import GiB
+from aiinfra.memory.experiments import (
+    measure_layers,
+    measure_model_states,
+    predicted_layer_bytes,
+)
+from aiinfra.memory.model_states import model_states_bytes
+from aiinfra.memory.tiny_gpt import tiny_gpt_config
+from aiinfra.models.params import count_parameters
+from aiinfra.models.presets import DENSE_PRESETS, preset
+from aiinfra.report import Table
+
+
+def presets_table(names: tuple[str, ...] = DENSE_PRESETS) -> Table:
+    """Shape, parameter count and mixed-precision Adam model states of presets.
+
+    Args:
+        names: keys of :data:`~aiinfra.models.presets.PRESETS`.
+
+    Returns:
+        One row per model.
+
+    Raises:
+        ValueError: a name is not a preset.
+    """
+    rows = []
+    for name in names:
+        c = preset(name)
+        psi = count_parameters(c).total
+        rows.append(
+            [
+                name,
+                c.d_model,
+                c.n_layers,
+                c.n_heads,
+                c.n_kv_heads,
+                c.d_ff,
+                c.vocab_size,
+                f"{psi / 1e9:.2f}e9",
+                round(model_states_bytes(psi).total / GiB, 1),
+            ]
+        )
+    return Table(
+        columns=["model", "h", "L", "a", "kv heads", "MLP f", "V", "Psi", "16 Psi GiB"],
+        rows=rows,
+        note="Psi counted from the config; 16 Psi = params + grads + Adam states in "
+        "mixed precision, GiB = 2^30 bytes.",
+    )
+
+
+def recompute_table(
+    model: str = "gpt3-175b", s: int = 2048, b: int = 1, t: int = 8
+) -> Table:
+    """Korthikanti et al. Table 2 evaluated for a real model, per GPU.
+
+    Args:
+        model: a preset name.
+        s: sequence length.
+        b: micro-batch size.
+        t: tensor-parallel ranks of the parallel rows.
+
+    Returns:
+        One row per configuration: bytes per layer and GiB for all L layers.
+
+    Raises:
+        ValueError: ``model`` is not a preset, or a size does not fit the formula.
+    """
+    c = preset(model)
+    h, a, n_layers = c.d_model, c.n_heads, c.n_layers
+    configs = [
+        ("no parallelism", 1, False, "none"),
+        (f"tensor parallel (t={t})", t, False, "none"),
+        ("tensor + sequence parallel", t, True, "none"),
+        ("tensor parallel + selective recompute", t, False, "selective"),
+        ("tensor + sequence + selective recompute", t, True, "selective"),
+        ("full recompute", t, True, "full"),
+    ]
+    rows = []
+    for label, tp, sp, rc in configs:
+        per_layer = activation_bytes_per_layer(s, b, h, a, tp, sp, rc)
+        rows.append([label, int(per_layer), round(n_layers * per_layer / GiB, 1)])
+    return Table(
+        columns=["configuration", "bytes per layer", f"GiB for {n_layers} layers"],
+        rows=rows,
+        note=f"{model}: s={s}, b={b}, h={h}, a={a}; 16-bit activations; "
+        "GiB = 2^30 bytes.",
+    )
+
+
+def measured_activations_table(
+    s: int = 16, b: int = 2, h: int = 32, a: int = 4
+) -> Table:
+    """One TinyGPT layer: bytes saved for backward, measured against the formula.
+
+    Args:
+        s: sequence length of the tiny layer.
+        b: micro-batch size.
+        h: hidden size.
+        a: attention heads.
+
+    Returns:
+        One row per dtype and recompute mode: the paper's Table 2 value (16-bit
+        only), the prediction with LayerNorm statistics, the measurement.
+    """
+    rows = []
+    for dtype in (torch.bfloat16, torch.float32):
+        e = torch.finfo(dtype).bits // 8
+        for rc in ("none", "selective", "full"):
+            config = tiny_gpt_config(seq_len=s, n_layers=1, n_heads=a, d_model=h)
+            measured = measure_layers(config, b, dtype, rc).forward_bytes
+            paper = activation_bytes_per_layer(s, b, h, a, recompute=rc)
+            rows.append(
+                [
+                    str(dtype).removeprefix("torch."),
+                    rc,
+                    int(paper) if e == 2 else "-",
+                    predicted_layer_bytes(s, b, h, a, e, rc),
+                    measured,
+                ]
+            )
+    return Table(
+        columns=["dtype", "recompute", "paper Table 2", "predicted", "measured"],
+        rows=rows,
+        note=f"Bytes, one layer, s={s}, b={b}, h={h}, a={a}; predicted = the paper's "
+        "terms at the dtype's element size + LayerNorm mean and 1/std.",
+    )
+
+
+def measured_model_states_table() -> Table:
+    """Model states after one AdamW step, measured against the formula (bytes)."""
+    rows = []
+    for mixed, label in ((False, "fp32 AdamW"), (True, "bf16 + fp32 master AdamW")):
+        measured, formula, n_tensors = measure_model_states(mixed)
+        for part in ("params", "grads", "optimizer"):
+            rows.append([label, part, getattr(formula, part), getattr(measured, part)])
+        rows[-1][2] = f"{formula.optimizer} + 4 x {n_tensors} step counters"
+    return Table(
+        columns=["setting", "part", "formula", "measured"],
+        rows=rows,
+        note="Bytes of a 2-layer TinyGPT; formula (4+4+8) Psi or (2+2+12) Psi.",
+    )
