@@ -2,7 +2,11 @@
 
 Every listing, figure and computed number in the book comes from this package.
 Subpackages follow the book's chapters: :mod:`aiinfra.comm` (collective
-communication), and more as chapters land.
+communication), :mod:`aiinfra.memory`, :mod:`aiinfra.precision` and
+:mod:`aiinfra.parallel` (training), :mod:`aiinfra.models` (model architectures).
+:mod:`aiinfra.book` names every value the pages show, one module per chapter;
+:mod:`aiinfra.results` stores measurements; :mod:`aiinfra.cli` is the ``aiinfra``
+command, made of each chapter's ``cli.py``.
 """
 
 __version__ = "0.1.0"
