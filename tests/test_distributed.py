@@ -1,45 +1,97 @@
+"""The launcher: results in rank order, a failing rank named at once, hangs timed out.
+
+Every test here that starts ranks is ``slow`` (a spawned rank imports torch, seconds
+on a loaded machine); the argument checks run before anything is spawned.
+"""
+
+import re
+import time
+
 import pytest
 import torch
 import torch.distributed as dist
-from aiinfra.distributed import run_distributed
+from aiinfra.distributed import backend_devices, rank_device, run_distributed
+
+# A failing run must end this soon after the failure. The old launcher waited up to
+# 5 s per rank still blocked in a collective before killing it.
+FAILURE_TO_RETURN_S = 3.0
 
 
 def _rank_and_sum():
     t = torch.tensor([dist.get_rank() + 1.0])
     dist.all_reduce(t)
-    return dist.get_rank(), dist.get_world_size(), t.item()
+    return dist.get_rank(), dist.get_world_size(), t.item(), str(rank_device())
 
 
-def _raise_on_rank_one():
+def _rank_one_fails_while_the_others_wait_in_all_reduce():
+    dist.barrier()  # everyone is up
     if dist.get_rank() == 1:
-        raise ValueError("boom on rank one")
+        time.sleep(1.0)  # the others are inside all_reduce by now
+        raise ValueError(f"boom on rank one at {time.time()!r}")
+    dist.all_reduce(torch.ones(1))  # never completes: rank 1 never joins
     return dist.get_rank()
 
 
-def _hang_on_rank_zero():
-    # Both ranks wait to receive and nobody sends: a deadlock.
+def _deadlock():
+    # Both ranks wait to receive and nobody sends.
     t = torch.zeros(1)
     dist.recv(t, src=1 - dist.get_rank())
     return dist.get_rank()
 
 
-@pytest.mark.parametrize("world_size", [1, 2, 3])
+@pytest.mark.slow
+@pytest.mark.parametrize("world_size", [1, 3])
 def test_run_distributed_returns_results_in_rank_order(world_size):
     out = run_distributed(_rank_and_sum, world_size, timeout=60)
-    total = world_size * (world_size + 1) / 2
-    assert out == [(r, world_size, total) for r in range(world_size)]
+    total = world_size * (world_size + 1) / 2  # 1 + 2 + ... + N, summed by gloo
+    assert out == [(r, world_size, total, "cpu") for r in range(world_size)]
 
 
-def test_run_distributed_reports_the_failing_rank():
-    with pytest.raises(
-        RuntimeError, match=r"rank 1 of 2 failed:(.|\n)*boom on rank one"
-    ):
-        run_distributed(_raise_on_rank_one, 2, timeout=60)
+@pytest.mark.slow
+def test_a_failing_rank_is_named_and_its_blocked_peers_killed_at_once():
+    with pytest.raises(RuntimeError) as info:
+        run_distributed(
+            _rank_one_fails_while_the_others_wait_in_all_reduce, 3, timeout=60
+        )
+    returned = time.time()
+    message = str(info.value)
+    assert message.startswith("rank 1 of 3 failed:"), message[:200]
+    failed = float(re.search(r"boom on rank one at ([0-9.]+)", message).group(1))
+    assert 0 <= returned - failed < FAILURE_TO_RETURN_S
 
 
+@pytest.mark.slow
 def test_run_distributed_turns_a_hang_into_timeout_error():
+    start = time.monotonic()
     with pytest.raises(TimeoutError, match=r"ranks \[0, 1\] of 2 still running"):
-        run_distributed(_hang_on_rank_zero, 2, timeout=5)
+        run_distributed(_deadlock, 2, timeout=5)
+    assert time.monotonic() - start < 5 + FAILURE_TO_RETURN_S
+
+
+def test_backend_devices_reads_a_real_gloo_group():
+    # torch.distributed's backend table: gloo communicates CPU and CUDA tensors.
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        assert backend_devices() == {"cpu": "gloo", "cuda": "gloo"}
+        assert rank_device() == torch.device("cpu")
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.parametrize(
+    ("config", "devices"),
+    [
+        ("cuda:nccl", {"cuda": "nccl"}),  # init_process_group("nccl")
+        ("cpu:gloo,cuda:nccl", {"cpu": "gloo", "cuda": "nccl"}),  # no backend given
+        ("nccl", {"cuda": "nccl"}),  # a bare name: torch's capability table
+    ],
+)
+def test_backend_devices_parses_every_form_of_backend_config(
+    monkeypatch, config, devices
+):
+    # The configs NCCL groups report, which this CPU machine cannot create.
+    monkeypatch.setattr(dist, "get_backend_config", lambda group=None: config)
+    assert backend_devices() == devices
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,10 @@ Python, so a test or a benchmark can start a small gloo "cluster" on a laptop. E
 rank runs ``fn(*args)`` after ``init_process_group`` and returns a picklable result;
 the parent gathers them in rank order. A timeout turns a hang (a mismatched
 collective, a rank that died) into an error that names the ranks still running,
-instead of a test suite that never ends.
+instead of a test suite that never ends; when one rank fails, the parent reports it
+and kills the others at once rather than waiting for them in a collective that can
+no longer complete. :func:`rank_device` tells a rank where its tensors belong: its GPU
+under NCCL, the CPU under gloo.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch.distributed import Backend
 
 
 def free_port() -> int:
@@ -31,6 +35,46 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def backend_devices(group: dist.ProcessGroup | None = None) -> dict[str, str]:
+    """Which backend of ``group`` communicates the tensors of each device type.
+
+    Read from ``dist.get_backend_config``: ``{"cpu": "gloo", "cuda": "gloo"}`` for
+    gloo, ``{"cuda": "nccl"}`` for NCCL, ``{"cpu": "gloo", "cuda": "nccl"}`` for
+    ``init_process_group()`` without a backend.
+
+    Args:
+        group: the process group; ``None`` is the world.
+
+    Returns:
+        Device type -> backend name.
+    """
+    devices: dict[str, str] = {}
+    for item in dist.get_backend_config(group).split(","):
+        device_type, _, backend = item.rpartition(":")
+        # A bare backend name: the device types torch lists for it.
+        for t in [device_type] if device_type else Backend.backend_capability[backend]:
+            devices[t] = backend
+    return devices
+
+
+def rank_device(group: dist.ProcessGroup | None = None) -> torch.device:
+    """The device on which this rank's tensors for ``group`` live.
+
+    NCCL communicates only CUDA tensors, so a rank whose group sends CUDA tensors
+    through NCCL uses its current GPU (the one :func:`run_distributed` selected);
+    every other rank uses the CPU. Call it inside a running process group.
+
+    Args:
+        group: the process group; ``None`` is the world.
+
+    Returns:
+        ``cuda:<current device>`` under NCCL, else ``cpu``.
+    """
+    if backend_devices(group).get("cuda") == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
 
 
 def _rank_main(
@@ -66,15 +110,20 @@ def _rank_main(
             # (which names the stuck ranks) rather than by one rank's own timeout.
             timeout=timedelta(seconds=2 * timeout),
         )
-        try:
-            out = fn(*args, **kwargs)
-        finally:
-            dist.destroy_process_group()
+        out = fn(*args, **kwargs)
         # Pickle here: a tensor sent through the queue as-is would travel in shared
         # memory, which breaks once this process exits.
-        results.put((rank, True, pickle.dumps(out)))
+        payload = pickle.dumps(out)
+        dist.destroy_process_group()
     except BaseException:  # noqa: BLE001 - reported to the parent, never swallowed
+        # Report before tearing anything down, and wait until the report is in the
+        # pipe to the parent: the peers notice this rank is gone (and fail in turn)
+        # only afterwards, so the parent reads this error, the cause, before theirs.
         results.put((rank, False, traceback.format_exc()))
+        results.close()
+        results.join_thread()
+        return  # the parent kills the peers still waiting on this rank
+    results.put((rank, True, payload))
 
 
 def run_distributed(
@@ -166,9 +215,16 @@ def run_distributed(
             if not ok:
                 raise RuntimeError(f"rank {rank} of {world_size} failed:\n{payload}")
             out[rank] = pickle.loads(payload)
+    except BaseException:
+        # A failed or hung run: the other ranks wait in a collective that will never
+        # complete, so end them now instead of waiting for them to time out.
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+        raise
     finally:
         for p in procs:
-            p.join(timeout=5)
+            p.join(timeout=5)  # ranks that returned a result are exiting
         for p in procs:
             if p.is_alive():
                 p.kill()

@@ -1,16 +1,25 @@
-"""Shared pieces of the collective tests: inputs, sub-groups and the comparison rule.
+"""Shared pieces of the collective tests: inputs, sub-groups, the comparison rule and
+the one spawn they share.
 
 Every rank's input is a pure function of (group rank, case), so each rank can rebuild
 all p inputs and bound the rounding error of a float reduction without asking the
-others. The ground truth is always torch.distributed's own collective over gloo.
+others. The ground truth is always torch.distributed's own collective on the same
+backend (gloo here, NCCL in ``test_nccl``). Starting ranks costs seconds each, so the
+rank-side checks of the ring, tree, doubling, all-to-all, hierarchical and mismatch
+tests run in one spawn of 4 gloo ranks (:func:`spawned_results`, cached for the
+session) and return what they found; each test asserts on its part.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib
 from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.distributed as dist
+from aiinfra.distributed import run_distributed
 
 DTYPES = (torch.float32, torch.float64, torch.int32, torch.int64)
 OPS = ("sum", "prod", "max", "min")
@@ -55,14 +64,26 @@ def groups() -> list[tuple[str, dist.ProcessGroup | None]]:
     return out
 
 
-def assert_reduced_equal(
+def expect(failures: list[str], ok: bool, what: str) -> None:
+    """Record ``what`` in ``failures`` unless ``ok``.
+
+    The rank side records instead of raising: a rank that stopped at its first
+    mismatch would leave its peers waiting in the next collective, so every rank runs
+    every check and the test asserts on the list it returns.
+    """
+    if not ok:
+        failures.append(what)
+
+
+def expect_reduced_equal(
+    failures: list[str],
     actual: torch.Tensor,
     expected: torch.Tensor,
     inputs: list[torch.Tensor],
     op: str,
     what: str,
 ) -> None:
-    """Assert ``actual`` equals the reference reduction ``expected`` of ``inputs``.
+    """Expect ``actual`` to equal the reference reduction ``expected`` of ``inputs``.
 
     Ints, max and min are exact whatever the order, so they must match bit for bit.
     A float sum or product of p terms in any order is within (p - 1) u S of the exact
@@ -72,23 +93,27 @@ def assert_reduced_equal(
     (p - 1) eps S; we allow p eps S per element. A missing or doubled term is off by
     |x_j|, far above this bound.
     """
-    assert actual.shape == expected.shape and actual.dtype == expected.dtype, what
+    if actual.shape != expected.shape or actual.dtype != expected.dtype:
+        failures.append(f"{what}: shape or dtype differs")
+        return
     if not actual.dtype.is_floating_point or op in ("max", "min"):
-        assert torch.equal(actual, expected), f"{what}: {actual} != {expected}"
+        expect(failures, torch.equal(actual, expected), f"{what}: not bitwise equal")
         return
     x = torch.stack([t.double().abs() for t in inputs])  # (p, n)
     s = x.sum(0) if op == "sum" else x.prod(0)  # (n,)
     bound = len(inputs) * torch.finfo(actual.dtype).eps * s
     err = (actual.double() - expected.double()).abs().view(-1)
-    assert bool((err <= bound).all()), f"{what}: max error {err.max()} > bound"
+    expect(failures, bool((err <= bound).all()), f"{what}: error > bound")
 
 
-def assert_same_on_all_ranks(t: torch.Tensor, group: dist.ProcessGroup | None) -> None:
-    """Assert every rank of ``group`` holds a bit-identical ``t``."""
+def expect_same_on_all_ranks(
+    failures: list[str], t: torch.Tensor, group: dist.ProcessGroup | None, what: str
+) -> None:
+    """Expect every rank of ``group`` to hold a bit-identical ``t``."""
     p = dist.get_world_size(group)
     copies = [torch.empty_like(t) for _ in range(p)]
     dist.all_gather(copies, t, group=group)
-    assert all(torch.equal(c, t) for c in copies), "ranks disagree"
+    expect(failures, all(torch.equal(c, t) for c in copies), f"{what}: ranks differ")
 
 
 def op_and_check(op: str, dtype: torch.dtype) -> tuple[object, bool]:
@@ -102,33 +127,79 @@ def op_and_check(op: str, dtype: torch.dtype) -> tuple[object, bool]:
 
 
 def check_all_reduce(
+    failures: list[str],
     all_reduce: Callable[..., None],
     name: str,
     group: dist.ProcessGroup | None,
+    device: torch.device,
     sizes: tuple[int, ...] = SIZES,
     dtypes: tuple[torch.dtype, ...] = DTYPES,
 ) -> None:
-    """Check ``all_reduce(x, op, group, check_consistency=...)`` against gloo.
+    """Check ``all_reduce(x, op, group, check_consistency=...)`` against torch's.
 
-    Every size, dtype and op; then a 2-D tensor; the result must also be identical
-    on all ranks.
+    Every size, dtype and op, on ``device``; then a 2-D tensor; the result must also
+    be identical on all ranks.
     """
     r, p = dist.get_rank(group), dist.get_world_size(group)
     for n in sizes:
         for dtype in dtypes:
             for op in OPS:
                 what = f"{name} n={n} {dtype} {op}"
-                inputs = [rank_input(j, n, dtype, op) for j in range(p)]
+                inputs = [rank_input(j, n, dtype, op).to(device) for j in range(p)]
                 expected = inputs[r].clone()
                 dist.all_reduce(expected, DIST_OPS[op], group=group)
                 op_arg, check = op_and_check(op, dtype)
                 x = inputs[r].clone()
                 all_reduce(x, op_arg, group, check_consistency=check)
-                assert_reduced_equal(x, expected, inputs, op, what)
+                expect_reduced_equal(failures, x, expected, inputs, op, what)
                 if op == "sum" and n == sizes[-1]:
-                    assert_same_on_all_ranks(x, group)
-    x = torch.arange(15.0).view(3, 5) * (r + 1)  # 2-D: reduced as its flat view
+                    expect_same_on_all_ranks(failures, x, group, what)
+    x = torch.arange(15.0, device=device).view(3, 5) * (r + 1)  # (3, 5): flat view
     expected = x.clone()
     dist.all_reduce(expected, group=group)
     all_reduce(x, "sum", group)
-    assert torch.equal(x, expected), f"2-D {name}"
+    expect(failures, torch.equal(x, expected), f"2-D {name}")
+
+
+# The rank side of each test file that shares the spawn: "module:function", each
+# called as function(groups) on every rank, in this order.
+SPAWNED_CHECKS = (
+    "tests.comm.test_ring:ring_checks",
+    "tests.comm.test_tree:tree_checks",
+    "tests.comm.test_doubling:doubling_checks",
+    "tests.comm.test_alltoall:all_to_all_checks",
+    "tests.comm.test_hierarchical:hierarchical_checks",
+    "tests.comm.test_mismatch:mismatch_errors",
+)
+
+
+def _run_spawned_checks() -> dict[str, Any]:
+    gs = groups()
+    out = {}
+    for spec in SPAWNED_CHECKS:
+        module, name = spec.split(":")
+        out[name] = getattr(importlib.import_module(module), name)(gs)
+    return out
+
+
+@functools.cache
+def _spawn_once() -> tuple[list[dict[str, Any]] | None, Exception | None]:
+    try:
+        return run_distributed(_run_spawned_checks, 4, timeout=300), None
+    except (RuntimeError, TimeoutError) as e:  # a failed spawn is not repeated
+        return None, e
+
+
+def spawned_results() -> list[dict[str, Any]]:
+    """Every check of :data:`SPAWNED_CHECKS` on one spawn of 4 gloo ranks (cached).
+
+    Returns:
+        Per rank, ``{function name: what it returned}``.
+
+    Raises:
+        RuntimeError, TimeoutError: the spawn failed (once; later calls re-raise).
+    """
+    results, error = _spawn_once()
+    if error is not None:
+        raise error
+    return results

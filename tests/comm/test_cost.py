@@ -1,9 +1,9 @@
 """The alpha-beta-gamma cost model against Thakur, Rabenseifner & Gropp (2005).
 
 Ground truth: the formulas of Thakur, Rabenseifner & Gropp, "Optimization of
-Collective Communication Operations in MPICH", IJHPCA 19(1), 2005 (also in
-FACTS.md), evaluated here by hand at chosen points and, independently of the code,
-from the formula text at powers of two.
+Collective Communication Operations in MPICH", IJHPCA 19(1), 2005, evaluated
+here by hand at chosen points and, independently of the code, from the formula text
+at powers of two.
 """
 
 import functools
@@ -59,7 +59,7 @@ def test_hierarchical_all_reduce_is_the_sum_of_its_three_ring_phases():
 @pytest.mark.parametrize("n", [0.0, 1.0, 4096.0, 1e9])
 def test_cost_matches_facts_formulas_at_powers_of_two(p, n):
     a, b, g, lg = LINK.alpha, LINK.beta, LINK.gamma, math.log2(p)
-    facts = {  # FACTS.md, "Collective communication", written out independently
+    facts = {  # Thakur et al. 2005, written out independently
         cost.ring_all_reduce_time: 2 * (p - 1) * a
         + 2 * ((p - 1) / p) * n * b
         + ((p - 1) / p) * n * g,
@@ -140,13 +140,20 @@ def test_cost_formula_table_reads_coefficients_off_the_code():
     assert set(rows) == set(cost.ALGORITHMS)
     assert rows["ring_all_reduce"][1:3] == ["14 alpha", "1.75 n beta + 0.875 n gamma"]
     assert rows["recursive_doubling_all_reduce"][1] == "3 alpha"
+    # nvlink: alpha = 1 us, beta = 5 ps/B, gamma = 1 ps/B; n = 16 MiB = 16,777,216 B:
+    # 14 alpha = 14 us; (1.75 x 5 + 0.875 x 1) ps/B x n = 161.480704 us.
     latency, bandwidth, total = rows["ring_all_reduce"][3:]
-    assert latency == pytest.approx(14.0) and total == pytest.approx(
-        latency + bandwidth
-    )
+    assert latency == pytest.approx(14.0)
+    assert bandwidth == pytest.approx(161.480704)
+    assert total == pytest.approx(175.480704)
 
 
-def test_crossover_table_has_a_row_per_p():
-    table = cost.crossover_table(ps=(2, 8, 64), link="ib100")
-    assert [row[0] for row in table.rows] == [2, 8, 64]
-    assert all(isinstance(cell, str) for row in table.rows for cell in row[1:])
+def test_crossover_table_shows_the_hand_solved_crossovers():
+    # ib100: alpha = 5 us, beta = 1 / 12.5 GB/s = 80 ps/B, gamma = 1 ps/B.
+    # p = 2: doubling a + nb + ng = ring (and Rabenseifner) 2a + nb + ng/2
+    #   -> n = 2a / g = 10^7 B = 9.54 MiB.
+    # p = 8: 3(a + nb + ng) = ring 14a + 1.75nb + 0.875ng -> n = 11a / (1.25b +
+    #   2.125g) = 538,556 B = 526 KiB; = Rabenseifner 6a + 1.75nb + 0.875ng
+    #   -> n = 3a / (1.25b + 2.125g) = 146,879 B = 143 KiB.
+    table = cost.crossover_table(ps=(2, 8), link="ib100")
+    assert table.rows == [[2, "9.54 MiB", "9.54 MiB"], [8, "526 KiB", "143 KiB"]]

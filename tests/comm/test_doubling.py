@@ -3,21 +3,27 @@
 import pytest
 from aiinfra.comm import rabenseifner_all_reduce, recursive_doubling_all_reduce
 from aiinfra.comm.doubling import new_to_group_rank, power_of_two_split
-from aiinfra.distributed import run_distributed
+from aiinfra.distributed import rank_device
 
-from tests.comm.collective_checks import check_all_reduce, groups
+from tests.comm.collective_checks import check_all_reduce, spawned_results
 
 
-def _doubling_matches_gloo() -> None:
+def doubling_checks(groups) -> list[str]:
+    """Rank side: both all-reduces on each group against torch's."""
     # The trio [1, 2, 3] is not a power of two: it folds (rank 0 of the trio hands its
     # vector to rank 1), which is the MPICH path of both algorithms.
-    for name, g in groups():
+    failures: list[str] = []
+    for name, g in groups:
         for fn in (recursive_doubling_all_reduce, rabenseifner_all_reduce):
-            check_all_reduce(fn, f"{fn.__name__} group={name}", g)
+            what = f"{fn.__name__} group={name}"
+            check_all_reduce(failures, fn, what, g, rank_device())
+    return failures
 
 
+@pytest.mark.slow
 def test_doubling_all_reduces_match_gloo_on_2_3_and_4_ranks():
-    assert run_distributed(_doubling_matches_gloo, 4, timeout=120) == [None] * 4
+    for rank, r in enumerate(spawned_results()):
+        assert r["doubling_checks"] == [], f"rank {rank}: {r['doubling_checks'][:5]}"
 
 
 @pytest.mark.parametrize("p", range(1, 34))

@@ -1,23 +1,34 @@
 """Hierarchical all-reduce on 4 ranks as 2 nodes x 2, 4 x 1 and 1 x 4, against gloo."""
 
+import pytest
 import torch.distributed as dist
 from aiinfra.comm import Hierarchy, hierarchical_all_reduce
-from aiinfra.distributed import run_distributed
+from aiinfra.distributed import rank_device
 
-from tests.comm.collective_checks import DTYPES, check_all_reduce
+from tests.comm.collective_checks import (
+    DTYPES,
+    check_all_reduce,
+    expect,
+    spawned_results,
+)
 
 
-def _hierarchical_matches_gloo() -> None:
-    rank = dist.get_rank()
+def hierarchical_checks(groups) -> list[str]:
+    """Rank side: the sub-groups of each hierarchy, then the all-reduce on each."""
+    failures: list[str] = []
+    rank, device = dist.get_rank(), rank_device()
     # Created once each, by every rank, in the same order.
     hierarchies = {L: Hierarchy.create(L) for L in (2, 1, 4)}
-    trio = dist.new_group([1, 2, 3])
+    trio = dict(groups).get("trio")  # [1, 2, 3]; rank 0 is not in it
     h = hierarchies[2]  # nodes {0, 1} and {2, 3}
-    assert (h.num_nodes, h.node_rank, h.local_rank) == (2, rank // 2, rank % 2)
-    assert dist.get_process_group_ranks(h.intra_group) == [rank - rank % 2, rank | 1]
-    assert dist.get_process_group_ranks(h.inter_group) == [rank % 2, rank % 2 + 2]
-    assert dist.get_rank(h.intra_group) == h.local_rank
-    assert dist.get_rank(h.inter_group) == h.node_rank
+    layout = (h.num_nodes, h.node_rank, h.local_rank)
+    expect(failures, layout == (2, rank // 2, rank % 2), f"2x2 layout {layout}")
+    intra = dist.get_process_group_ranks(h.intra_group)
+    inter = dist.get_process_group_ranks(h.inter_group)
+    expect(failures, intra == [rank - rank % 2, rank | 1], f"intra group {intra}")
+    expect(failures, inter == [rank % 2, rank % 2 + 2], f"inter group {inter}")
+    expect(failures, dist.get_rank(h.intra_group) == h.local_rank, "intra rank")
+    expect(failures, dist.get_rank(h.inter_group) == h.node_rank, "inter rank")
     for L, h in hierarchies.items():
 
         def all_reduce(x, op, group, check_consistency=True, h=h):
@@ -25,16 +36,24 @@ def _hierarchical_matches_gloo() -> None:
 
         # The degenerate shapes (one rank per node, one node) with fewer cases.
         light = {} if L == 2 else {"sizes": (3, 1003), "dtypes": DTYPES[1:3]}
-        check_all_reduce(all_reduce, f"hierarchical {4 // L}x{L}", None, **light)
-    if rank != 0:  # a parent sub-group: [1, 2, 3] as 3 nodes of one rank
+        what = f"hierarchical {4 // L}x{L}"
+        check_all_reduce(failures, all_reduce, what, None, device, **light)
+    # A parent sub-group: [1, 2, 3] as 3 nodes of one rank; only its members call
+    # Hierarchy.create on it.
+    if trio is not None:
         h = Hierarchy.create(1, group=trio)
-        assert dist.get_process_group_ranks(h.inter_group) == [1, 2, 3]
+        members = dist.get_process_group_ranks(h.inter_group)
+        expect(failures, members == [1, 2, 3], f"trio inter group {members}")
 
         def all_reduce(x, op, group, check_consistency=True):
             hierarchical_all_reduce(x, h, op, check_consistency=check_consistency)
 
-        check_all_reduce(all_reduce, "hierarchical trio 3x1", trio, sizes=(3, 1003))
+        what = "hierarchical trio 3x1"
+        check_all_reduce(failures, all_reduce, what, trio, device, sizes=(3, 1003))
+    return failures
 
 
+@pytest.mark.slow
 def test_hierarchical_all_reduce_matches_gloo_on_2_nodes_of_2():
-    assert run_distributed(_hierarchical_matches_gloo, 4, timeout=120) == [None] * 4
+    for rank, r in enumerate(spawned_results()):
+        assert r["hierarchical_checks"] == [], f"rank {rank}"

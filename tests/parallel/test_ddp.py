@@ -4,163 +4,90 @@ Tolerance: the data-parallel gradient sums the batch in a different order (a mea
 over each rank's rows, then a sum over ranks) than one process does, so float32
 gradients differ by a few ulps (~1e-7 relative); five SGD or AdamW steps on
 parameters of size ~0.3 keep it below ``ATOL`` = 1e-6 (measured: < 1e-7). Replicas
-of one run must agree bit for bit: they apply the same averaged gradient.
+of one run must agree bit for bit: they apply the same averaged gradient (Li et al.
+2020, "PyTorch Distributed", Sec. 3). The rank side lives in :mod:`spawned`: one
+spawn of 4 gloo ranks, shared with ``test_zero``, runs every check on the world
+(N = 4) and on the pairs [0, 2] and [1, 3] (N = 2).
 """
-
-import contextlib
 
 import pytest
 import torch
 import torch.distributed as dist
-from aiinfra.distributed import run_distributed
 from aiinfra.parallel.ddp_bucketed import BucketedDDP, assign_buckets
-from aiinfra.parallel.ddp_naive import NaiveDDP
-from aiinfra.parallel.toy import mlp, rank_share, regression_batches
+from aiinfra.parallel.ddp_naive import NaiveDDP, parameter_device
+from aiinfra.parallel.toy import mlp
 from torch import nn
 
+from tests.parallel.spawned import WIDTHS, gloo_results
+
 ATOL = 1e-6
-STEPS = 5
-BATCH = 24  # divisible by 2 and 4 ranks, and by 3 micro-batches per rank on 2 ranks
-WIDTHS = (6, 16, 16, 3)
+# WIDTHS = (6, 16, 16, 3): (6 + 1) 16 + (16 + 1) 16 + (16 + 1) 3 parameters.
+PSI = 7 * 16 + 17 * 16 + 17 * 3  # 435
+GROUPS = {"world": 4, "pair": 2}  # group name -> N
 
 
-def make_optimizer(name, params):
-    if name == "sgd":
-        return torch.optim.SGD(params, lr=0.1, momentum=0.9)
-    return torch.optim.AdamW(params, lr=1e-2, weight_decay=0.1)
+@pytest.fixture(scope="module")
+def results():
+    return gloo_results()
 
 
-def train(kind, opt_name, rank=0, n_ranks=1, micro=1):
-    """Train a fresh model; each rank takes its contiguous share of every batch."""
-    model = mlp(WIDTHS, seed=rank)  # different on each rank: the broadcast fixes it
-    if kind == "naive":
-        wrapped = NaiveDDP(model)
-    elif kind.startswith("bucketed"):
-        wrapped = BucketedDDP(model, bucket_bytes=int(kind.split("-")[1]))
-    elif kind == "torch":
-        wrapped = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.001)
-    else:
-        wrapped = model
-    opt = make_optimizer(opt_name, model.parameters())
-    for x, y in regression_batches(STEPS, BATCH, WIDTHS[0], WIDTHS[-1]):
-        x, y = rank_share(x, rank, n_ranks), rank_share(y, rank, n_ranks)
-        opt.zero_grad()
-        for i, (xm, ym) in enumerate(zip(x.chunk(micro), y.chunk(micro), strict=True)):
-            last = i == micro - 1
-            with contextlib.nullcontext() if last else wrapped.no_sync():
-                (nn.functional.mse_loss(wrapped(xm), ym) / micro).backward()
-        if kind == "naive":
-            wrapped.sync_gradients()
-        opt.step()
-    return torch.cat([p.detach().flatten() for p in model.parameters()])
-
-
-KINDS = ["naive", "bucketed-64", "bucketed-600", "bucketed-1000000", "torch"]
-
-
-def _ddp_checks(world_size):
-    rank = dist.get_rank()
-    out = {"diff_to_one_process": {}, "diff_to_torch": {}, "diff_between_ranks": {}}
-    for opt_name in ("sgd", "adamw"):
-        reference = train("single", opt_name)
-        theirs = train("torch", opt_name, rank, world_size)
-        for kind in KINDS:
-            ours = (
-                theirs if kind == "torch" else train(kind, opt_name, rank, world_size)
-            )
-            key = f"{kind}/{opt_name}"
-            out["diff_to_one_process"][key] = (ours - reference).abs().max().item()
-            out["diff_to_torch"][key] = (ours - theirs).abs().max().item()
-            everyone = torch.empty(world_size * ours.numel())
-            dist.all_gather_into_tensor(everyone, ours)
-            out["diff_between_ranks"][key] = (
-                (everyone.view(world_size, -1) - ours).abs().max().item()
-            )
-        # Gradient accumulation: 3 micro-batches per rank, only the last one syncs.
-        if (BATCH // world_size) % 3 == 0:
-            for kind in ("bucketed-600", "torch"):
-                acc = train(kind, opt_name, rank, world_size, micro=3)
-                key = f"{kind}+no_sync/{opt_name}"
-                out["diff_to_one_process"][key] = (acc - reference).abs().max().item()
-                out["diff_to_torch"][key] = (acc - theirs).abs().max().item()
-    out["sent"] = {}
-    for cls in (NaiveDDP, BucketedDDP):
-        ddp = cls(mlp(WIDTHS))
-        ((x, y),) = regression_batches(1, BATCH, WIDTHS[0], WIDTHS[-1])
-        nn.functional.mse_loss(ddp(rank_share(x, rank, world_size)),
-                               rank_share(y, rank, world_size)).backward()  # fmt: skip
-        if cls is NaiveDDP:
-            ddp.sync_gradients()
-        out["sent"][cls.__name__] = ddp.comm.paper_elements()
-    if world_size == 2:
-        out["errors"] = _bad_groups(rank)
-    return out
-
-
-def _bad_groups(rank):
-    errors = {}
-    only_rank0 = dist.new_group([0])  # every rank must call new_group
-    try:
-        NaiveDDP(mlp(WIDTHS), group=only_rank0)  # rank 0 trains alone: fine
-    except ValueError as e:
-        errors["not_a_member"] = str(e)
-    model = mlp(WIDTHS) if rank == 0 else nn.Linear(6, 3)
-    for cls in (NaiveDDP, BucketedDDP):
-        try:
-            cls(model)
-        except ValueError as e:
-            errors[f"mismatch/{cls.__name__}"] = str(e)
-    return errors
-
-
-@pytest.fixture(scope="module", params=[2, 4])
-def ddp_results(request):
-    return request.param, run_distributed(
-        _ddp_checks, request.param, request.param, timeout=180
-    )
-
-
-def test_ddp_variants_equal_one_process_with_the_whole_batch(ddp_results):
-    _, results = ddp_results
-    for key, diff in results[0]["diff_to_one_process"].items():
-        assert diff < ATOL, key
-
-
-def test_ddp_variants_equal_torch_distributed_data_parallel(ddp_results):
-    _, results = ddp_results
-    for key, diff in results[0]["diff_to_torch"].items():
-        assert diff < ATOL, key
-
-
-def test_ddp_replicas_stay_bitwise_identical(ddp_results):
-    _, results = ddp_results
+@pytest.mark.slow
+@pytest.mark.parametrize("group", GROUPS)
+def test_ddp_variants_equal_one_process_with_the_whole_batch(results, group):
     for r in results:
-        assert all(d == 0.0 for d in r["diff_between_ranks"].values())
+        diffs = r[group]["ddp"]["to_one_process"]
+        assert len(diffs) == 14  # 5 kinds + 2 with no_sync, 2 optimizers
+        for key, diff in diffs.items():
+            assert diff < ATOL, key
 
 
-def test_ddp_sends_2_psi_per_step_like_an_all_reduce(ddp_results):
-    # ZeRO paper, Sec. 7.1: an all-reduce of Psi gradients moves 2 Psi per rank.
-    _, results = ddp_results
-    psi = sum(p.numel() for p in mlp(WIDTHS).parameters())
-    assert results[0]["sent"] == {"NaiveDDP": 2 * psi, "BucketedDDP": 2 * psi}
-
-
-def test_ddp_rejects_a_rank_outside_the_group_and_mismatched_replicas(ddp_results):
-    world_size, results = ddp_results
-    if world_size != 2:
-        pytest.skip("checked once, on 2 ranks")
-    assert "not a member" in results[1]["errors"]["not_a_member"]
-    assert "not_a_member" not in results[0]["errors"]
+@pytest.mark.slow
+@pytest.mark.parametrize("group", GROUPS)
+def test_ddp_variants_equal_torch_distributed_data_parallel(results, group):
     for r in results:
+        for key, diff in r[group]["ddp"]["to_torch"].items():
+            assert diff < ATOL, key
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("group", GROUPS)
+def test_ddp_replicas_stay_bitwise_identical(results, group):
+    for r in results:
+        assert all(d == 0.0 for d in r[group]["ddp"]["between_ranks"].values())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("group", GROUPS)
+def test_ddp_keeps_every_buffer_on_the_parameters_device(results, group):
+    for r in results:
+        assert set(map(tuple, r[group]["ddp"]["devices"].values())) == {("cpu",)}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("group", GROUPS)
+def test_ddp_sends_2_psi_per_step_like_an_all_reduce(results, group):
+    # ZeRO paper (Rajbhandari et al. 2020), Sec. 7.1: an all-reduce of Psi gradients
+    # moves 2 Psi elements per rank.
+    for r in results:
+        assert r[group]["ddp"]["sent"] == {"NaiveDDP": 2 * PSI, "BucketedDDP": 2 * PSI}
+
+
+@pytest.mark.slow
+def test_ddp_rejects_a_rank_outside_the_group_and_mismatched_replicas(results):
+    errors = [r["errors"] for r in results]
+    assert errors[0]["not_a_member"] is None  # rank 0 trains alone: fine
+    for rank in (1, 2, 3):
+        assert f"rank {rank} is not a member" in errors[rank]["not_a_member"]
+    for e in errors:  # every rank raises, not only the one that differs
         for cls in ("NaiveDDP", "BucketedDDP"):
-            assert "replicas in group differ" in r["errors"][f"mismatch/{cls}"]
+            assert "replicas in group differ" in e[f"mismatch/{cls}"]
 
 
 def test_assign_buckets_fills_reverse_order_up_to_the_cap():
     model = mlp(WIDTHS)  # parameter bytes: 384 64 1024 64 192 12
     params = list(model.parameters())
     buckets = assign_buckets(params, bucket_bytes=600)
-    assert [len(b) for b in buckets] == [3, 1, 2]
+    assert [len(b) for b in buckets] == [3, 1, 2]  # 12+192+64, 1024, 64+384
     assert [p for b in buckets for p in b] == params[::-1]
     assert len(assign_buckets(params, bucket_bytes=10**9)) == 1
 
@@ -178,3 +105,36 @@ def test_ddp_rejects_a_model_without_trainable_parameters(cls):
         cls(model)
     with pytest.raises(ValueError, match="no trainable parameters"):
         cls(nn.Tanh())
+
+
+@pytest.fixture
+def one_rank_gloo():
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+def test_parameters_on_a_device_the_backend_cannot_send_are_rejected(one_rank_gloo):
+    # gloo communicates CPU and CUDA tensors only (torch.distributed docs); the
+    # "meta" device stands for any other, and for a model split across devices.
+    params = list(nn.Linear(2, 2).parameters())
+    assert parameter_device(params, None) == torch.device("cpu")
+    meta = list(nn.Linear(2, 2, device="meta").parameters())
+    with pytest.raises(ValueError, match=r"on meta, but group's backend"):
+        parameter_device(meta, None)
+    with pytest.raises(ValueError, match=r"on \['cpu', 'meta'\]; data parallelism"):
+        parameter_device(params[:1] + meta[1:], None)
+    for cls in (NaiveDDP, BucketedDDP):
+        with pytest.raises(ValueError, match="on meta, but group's backend"):
+            cls(nn.Linear(2, 2, device="meta"))
+
+
+@pytest.mark.parametrize("cls", [NaiveDDP, BucketedDDP])
+def test_cpu_parameters_under_nccl_are_rejected_before_any_collective(
+    one_rank_gloo, monkeypatch, cls
+):
+    # What an NCCL group reports (torch.distributed: NCCL communicates CUDA tensors
+    # only); a real one needs a GPU, so the config is stood in for.
+    monkeypatch.setattr(dist, "get_backend_config", lambda group=None: "cuda:nccl")
+    with pytest.raises(ValueError, match=r"on cpu, but group's backend \(cuda:nccl\)"):
+        cls(mlp(WIDTHS))

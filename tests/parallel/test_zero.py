@@ -5,105 +5,114 @@ the tolerance is that of ``test_ddp`` (float32 sums in another order, ~1e-7 rela
 per step). Ground truth for memory and traffic: Rajbhandari et al. 2020 ("ZeRO"),
 Fig. 1 (model states per rank, (2 + 2 + K) Psi with K = 12 partitioned stage by stage)
 and Sec. 7 (2 Psi elements per rank per step for stages 1-2, 3 Psi for stage 3).
+Ground truth for AdamW itself: Loshchilov & Hutter 2019, "Decoupled Weight Decay
+Regularization", Algorithm 2. The rank side is :mod:`spawned`'s one 4-rank spawn,
+shared with ``test_ddp``: N = 4 (the world) and N = 2 (the pairs [0, 2], [1, 3]).
 """
+
+import math
 
 import pytest
 import torch
-import torch.distributed as dist
-from aiinfra.distributed import run_distributed
 from aiinfra.memory.model_states import zero_model_states_bytes
-from aiinfra.parallel.toy import mlp, rank_share, regression_batches
+from aiinfra.parallel.toy import mlp, regression_batches
 from aiinfra.parallel.zero1 import Zero1, module_units
 from aiinfra.parallel.zero2 import Zero2
 from aiinfra.parallel.zero3 import Zero3
-from aiinfra.parallel.zero_compare import ADAMW, STAGES, WIDTHS, train_one_process
-from aiinfra.parallel.zero_memory import MEMORY_WIDTHS, measure_stages, memory_table
+from aiinfra.parallel.zero_compare import ADAMW, WIDTHS, train_one_process
+from aiinfra.parallel.zero_memory import memory_table
 from torch import nn
 
+from tests.parallel.spawned import gloo_results
+
 ATOL = 1e-6
-STEPS, BATCH = 5, 24
+GROUPS = {"world": 4, "pair": 2}  # group name -> N
+# WIDTHS = (6, 7, 9, 3): units of (6 + 1) 7 = 49, (7 + 1) 9 = 72, (9 + 1) 3 = 30.
+UNITS = [49, 72, 30]
+# MEMORY_WIDTHS = (64, 257, 129, 11): 65 * 257, 258 * 129, 130 * 11 parameters.
+MEMORY_UNITS = [65 * 257, 258 * 129, 130 * 11]  # 16705 + 33282 + 1430 = 51417
 
 
-def _train(stage, batches, micro=1):
-    rank, n_ranks = dist.get_rank(), dist.get_world_size()
-    model = mlp(WIDTHS, seed=rank)  # different on every rank: the broadcast fixes it
-    zero = STAGES[stage](model, **ADAMW)
-    for x, y in batches:
-        x, y = rank_share(x, rank, n_ranks), rank_share(y, rank, n_ranks)
-        for xm, ym in zip(x.chunk(micro), y.chunk(micro), strict=True):
-            (nn.functional.mse_loss(model(xm), ym) / micro).backward()
-        zero.step()
-        zero.zero_grad()
-    return torch.cat([p.flatten() for p in zero.full_parameters()]), zero
+@pytest.fixture(scope="module")
+def results():
+    return gloo_results()
 
 
-def _zero_checks(world_size):
-    batches = regression_batches(STEPS, BATCH, WIDTHS[0], WIDTHS[-1])
-    reference = mlp(WIDTHS)
-    optimizer = torch.optim.AdamW(reference.parameters(), **ADAMW)
-    for x, y in batches:
-        nn.functional.mse_loss(reference(x), y).backward()
-        optimizer.step()
-        optimizer.zero_grad()
-    expected = torch.cat([p.detach().flatten() for p in reference.parameters()])
-    out = {"diff": {}, "units": None}
-    for stage in STAGES:
-        ours, zero = _train(stage, batches)
-        out["diff"][stage] = (ours - expected).abs().max().item()
-        out["units"] = [(u.numel, u.padded_numel, u.shard_numel) for u in zero.units]
-        if stage > 1:  # gradient accumulation: 3 micro-batches before each step
-            ours, _ = _train(stage, batches, micro=3)
-            out["diff"][f"{stage}+accumulation"] = (ours - expected).abs().max().item()
-    out["memory"] = measure_stages(MEMORY_WIDTHS)
-    return out
-
-
-@pytest.fixture(scope="module", params=[2, 4])
-def zero_results(request):
-    n = request.param
-    return n, run_distributed(_zero_checks, n, n, timeout=180)
-
-
-def test_zero_stages_equal_single_process_adamw(zero_results):
-    world_size, results = zero_results
-    assert sum(numel for numel, _, _ in results[0]["units"]) % world_size != 0
+@pytest.mark.slow
+@pytest.mark.parametrize("group", GROUPS)
+def test_zero_stages_equal_single_process_adamw(results, group):
     for r in results:
-        for key, diff in r["diff"].items():
+        diffs = r[group]["zero"]["to_one_process"]
+        assert set(diffs) == {"1", "2", "3", "2+accumulation", "3+accumulation"}
+        for key, diff in diffs.items():
             assert diff < ATOL, key
 
 
-def test_zero_flat_units_are_padded_to_a_multiple_of_the_world_size(zero_results):
-    world_size, results = zero_results
-    for numel, padded, shard in results[0]["units"]:
-        assert padded == shard * world_size and 0 <= padded - numel < world_size
-
-
-def test_zero_measured_model_state_bytes_equal_the_paper_up_to_padding(zero_results):
-    world_size, results = zero_results
+@pytest.mark.slow
+@pytest.mark.parametrize("group", GROUPS)
+def test_zero_keeps_every_state_on_the_parameters_device(results, group):
     for r in results:
-        for m in r["memory"]:
-            stage, psi, padded = m["stage"], m["psi"], m["psi_padded"]
-            exact = zero_model_states_bytes(padded, stage, world_size)
-            assert m["bytes"] == {
-                "params": exact.params, "grads": exact.grads,
-                "optimizer": exact.optimizer,
-            }  # fmt: skip
-            paper = zero_model_states_bytes(psi, stage, world_size).total
-            assert paper <= sum(m["bytes"].values()) <= paper + 16 * (padded - psi)
-            assert padded - psi <= 3 * (world_size - 1)  # three units
+        assert set(map(tuple, r[group]["zero"]["devices"].values())) == {("cpu",)}
 
 
-def test_zero_communication_is_2_psi_for_stages_1_2_and_3_psi_for_stage_3(
-    zero_results,
+@pytest.mark.slow
+@pytest.mark.parametrize(("group", "n"), GROUPS.items())
+def test_zero_flat_units_are_padded_to_a_multiple_of_the_world_size(results, group, n):
+    units = results[0][group]["zero"]["units"]
+    assert [numel for numel, _, _ in units] == UNITS
+    # S = ceil(Psi_u / N): 49, 72, 30 -> N = 4: 13, 18, 8; N = 2: 25, 36, 15.
+    shards = {4: [13, 18, 8], 2: [25, 36, 15]}[n]
+    assert [(padded, shard) for _, padded, shard in units] == [
+        (n * s, s) for s in shards
+    ]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("group", "n"), GROUPS.items())
+def test_zero_measured_model_state_bytes_equal_the_paper_up_to_padding(
+    results, group, n
 ):
-    world_size, results = zero_results
-    for m in results[0]["memory"]:
+    padded = sum(n * math.ceil(u / n) for u in MEMORY_UNITS)  # Psi_pad
+    for r in results:
+        for m in r[group]["zero"]["memory"]:
+            stage = m["stage"]
+            assert (m["psi"], m["psi_padded"]) == (sum(MEMORY_UNITS), padded)
+            # Fig. 1, K = 12, at Psi_pad: stage 1 divides the 12, stage 2 also the
+            # 2 of the gradients, stage 3 also the 2 of the parameters by N.
+            params = 2 * padded // n if stage == 3 else 2 * padded
+            grads = 2 * padded // n if stage >= 2 else 2 * padded
+            assert m["bytes"] == {
+                "params": params,
+                "grads": grads,
+                "optimizer": 12 * padded // n,
+            }
+            paper = zero_model_states_bytes(m["psi"], stage, n).total
+            assert paper <= sum(m["bytes"].values()) <= paper + 16 * (padded - m["psi"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("group", "n"), GROUPS.items())
+def test_zero_communication_is_2_psi_for_stages_1_2_and_3_psi_for_stage_3(
+    results, group, n
+):
+    for m in results[0][group]["zero"]["memory"]:
         times = 3 if m["stage"] == 3 else 2
         assert m["paper_elements"] == times * m["psi_padded"]
-        # A ring sends (N-1)/N of each buffer: the paper's count is its large-N limit.
-        assert m["ring_elements"] * world_size == times * m["psi_padded"] * (
-            world_size - 1
-        )
+        # A ring sends (N-1)/N of each buffer (Thakur et al. 2005): the paper's
+        # count is its large-N limit.
+        assert m["ring_elements"] * n == times * m["psi_padded"] * (n - 1)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("group", "n"), GROUPS.items())
+def test_memory_table_puts_measured_bytes_beside_the_formula(results, group, n):
+    table = memory_table(results[0][group]["zero"]["memory"])
+    col = {name: i for i, name in enumerate(table.columns)}
+    assert [row[col["stage"]] for row in table.rows] == [1, 2, 3]
+    for row in table.rows:
+        assert row[col["measured (B)"]] == row[col["formula at Psi_pad (B)"]]
+        assert row[col["sent / Psi_pad"]] == row[col["paper: sent / Psi"]]
+    assert f"N = {n} gloo ranks" in table.note
 
 
 @pytest.mark.parametrize("cls", [Zero1, Zero2, Zero3])
@@ -135,21 +144,36 @@ def test_module_units_are_the_modules_that_own_parameters():
     model = mlp(WIDTHS)
     units = module_units(model)
     assert [m for m, _ in units] == [model[0], model[2], model[4]]
-    assert [sum(p.numel() for p in ps) for _, ps in units] == [49, 72, 30]
+    assert [sum(p.numel() for p in ps) for _, ps in units] == UNITS
 
 
-def test_train_one_process_is_plain_adamw():
-    batches = regression_batches(2, 4, WIDTHS[0], WIDTHS[-1])
-    losses = train_one_process(WIDTHS, batches)
-    assert len(losses) == 2 and losses[1] < losses[0] * 10
-
-
-def test_memory_table_puts_measured_bytes_beside_the_formula(zero_results):
-    world_size, results = zero_results
-    table = memory_table(results[0]["memory"])
-    col = {name: i for i, name in enumerate(table.columns)}
-    assert [row[col["stage"]] for row in table.rows] == [1, 2, 3]
-    for row in table.rows:
-        assert row[col["measured (B)"]] == row[col["formula at Psi_pad (B)"]]
-        assert row[col["sent / Psi_pad"]] == row[col["paper: sent / Psi"]]
-    assert f"N = {world_size} gloo ranks" in table.note
+def test_train_one_process_follows_adamw_algorithm_2():
+    # AdamW by Loshchilov & Hutter's Algorithm 2, written out: decoupled decay,
+    # bias-corrected moments. The losses of train_one_process are recorded before
+    # each step, so step t's loss shows the parameters after t - 1 updates.
+    batches = regression_batches(3, 4, WIDTHS[0], WIDTHS[-1])
+    lr, (b1, b2), eps, wd = (
+        ADAMW["lr"],
+        ADAMW["betas"],
+        ADAMW["eps"],
+        ADAMW["weight_decay"],
+    )
+    model = mlp(WIDTHS)
+    params = [p.detach().clone().double() for p in model.parameters()]
+    m = [torch.zeros_like(p) for p in params]
+    v = [torch.zeros_like(p) for p in params]
+    expected = []
+    for t, (x, y) in enumerate(batches, start=1):
+        for p, q in zip(model.parameters(), params, strict=True):
+            p.data.copy_(q)  # evaluate the loss and gradient at our parameters
+            p.grad = None
+        loss = nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        expected.append(loss.item())
+        for i, (p, q) in enumerate(zip(model.parameters(), params, strict=True)):
+            g = p.grad.double()
+            m[i] = b1 * m[i] + (1 - b1) * g
+            v[i] = b2 * v[i] + (1 - b2) * g * g
+            m_hat, v_hat = m[i] / (1 - b1**t), v[i] / (1 - b2**t)
+            q.mul_(1 - lr * wd).sub_(lr * m_hat / (v_hat.sqrt() + eps))
+    assert train_one_process(WIDTHS, batches) == pytest.approx(expected, rel=1e-6)

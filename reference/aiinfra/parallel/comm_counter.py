@@ -46,14 +46,16 @@ class CommCounter:
         """This process's rank within the group."""
         return dist.get_rank(self.group)
 
-    def all_reduce(self, tensor: torch.Tensor, async_op: bool = False):
+    def all_reduce(
+        self, tensor: torch.Tensor, async_op: bool = False
+    ) -> dist.Work | None:
         """Sum ``tensor`` over the group in place; returns a work handle if async."""
         self.log.append(("all_reduce", tensor.numel(), tensor.element_size()))
         return dist.all_reduce(tensor, group=self.group, async_op=async_op)
 
     def reduce_scatter(
         self, output: torch.Tensor, input: torch.Tensor, async_op: bool = False
-    ):
+    ) -> dist.Work | None:
         """Sum ``input`` (N n,) over the group; rank r receives chunk r in ``output``.
 
         gloo implements ``reduce_scatter_single`` (``reduce_scatter_tensor`` before
@@ -66,7 +68,7 @@ class CommCounter:
 
     def all_gather(
         self, output: torch.Tensor, input: torch.Tensor, async_op: bool = False
-    ):
+    ) -> dist.Work | None:
         """Concatenate every rank's ``input`` (n,) into ``output`` (N n,)."""
         self.log.append(("all_gather", output.numel(), output.element_size()))
         return dist.all_gather_single(

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -99,7 +100,7 @@ class BucketedDDP(nn.Module):
         module: nn.Module,
         group: dist.ProcessGroup | None = None,
         bucket_bytes: int = 25 * 2**20,
-    ):
+    ) -> None:
         super().__init__()
         params = trainable_parameters(module)
         groups = assign_buckets(params, bucket_bytes)  # checks before any collective
@@ -114,7 +115,8 @@ class BucketedDDP(nn.Module):
             for p in ps[:-1]:
                 offsets.append(offsets[-1] + p.numel())
             numel = offsets[-1] + ps[-1].numel()
-            bucket = Bucket(ps, ps[0].new_zeros(numel), offsets, pending=len(ps))
+            buffer = ps[0].new_zeros(numel)  # (numel,) on the parameters' device
+            bucket = Bucket(ps, buffer, offsets, pending=len(ps))
             self.buckets.append(bucket)
             self._slot.update(
                 {p: (bucket, o) for p, o in zip(ps, offsets, strict=True)}
@@ -125,7 +127,7 @@ class BucketedDDP(nn.Module):
         for p in params:
             p.register_post_accumulate_grad_hook(self._on_grad_ready)
 
-    def forward(self, *args, **kwargs):
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
         """Run the local replica on this rank's share of the batch."""
         return self.module(*args, **kwargs)
 

@@ -10,25 +10,44 @@ loss of the whole batch when the shares are equal.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import torch
 from torch import nn
 
 
-def mlp(widths: Sequence[int], seed: int = 0) -> nn.Sequential:
+def mlp(
+    widths: Sequence[int], seed: int = 0, device: torch.device | str | None = None
+) -> nn.Sequential:
     """Linear layers ``widths[0] -> widths[1] -> ...`` with tanh between them.
+
+    The weights are ``nn.Linear``'s own initialisation (Kaiming-uniform weights,
+    biases uniform in +-1/sqrt(fan_in)) drawn on the CPU from a generator seeded with
+    ``seed``, layer by layer, so the model is the same on every device and the global
+    random state is left alone.
+
+    Args:
+        widths: layer widths, input first.
+        seed: seed of the initialisation; ranks that pass different seeds start
+            from different replicas.
+        device: where the parameters go (default: the CPU).
 
     Raises:
         ValueError: fewer than two widths, or a width < 1.
     """
     if len(widths) < 2 or any(w < 1 for w in widths):
         raise ValueError(f"widths must be >= 2 positive ints, got {widths!r}")
-    torch.manual_seed(seed)
+    g = torch.Generator().manual_seed(seed)
     layers: list[nn.Module] = []
     for d_in, d_out in zip(widths[:-1], widths[1:], strict=True):
-        layers += [nn.Linear(d_in, d_out), nn.Tanh()]
-    return nn.Sequential(*layers[:-1])  # no activation after the last layer
+        linear = nn.utils.skip_init(nn.Linear, d_in, d_out)  # no global draws
+        # The draws of nn.Linear.reset_parameters, from our generator.
+        nn.init.kaiming_uniform_(linear.weight, a=math.sqrt(5), generator=g)
+        bound = 1 / math.sqrt(d_in)
+        nn.init.uniform_(linear.bias, -bound, bound, generator=g)
+        layers += [linear, nn.Tanh()]
+    return nn.Sequential(*layers[:-1]).to(device)  # no activation after the last
 
 
 def regression_batches(

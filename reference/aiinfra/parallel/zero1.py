@@ -51,22 +51,29 @@ class FlatUnit:
 
     Args:
         module: the module that owns ``params``.
-        params: its trainable parameters; afterwards each ``p.data`` is a view of
-            :attr:`data` in ``dtype``.
+        params: its trainable parameters, all on one device; afterwards each
+            ``p.data`` is a view of :attr:`data` (on that device) in ``dtype``.
         rank: this rank r in the group.
         world_size: N.
         dtype: dtype of the parameters and gradients that forward/backward use.
     """
 
-    def __init__(self, module: nn.Module, params: list[nn.Parameter], rank: int,
-                 world_size: int, dtype: torch.dtype):  # fmt: skip
+    def __init__(
+        self,
+        module: nn.Module,
+        params: list[nn.Parameter],
+        rank: int,
+        world_size: int,
+        dtype: torch.dtype,
+    ) -> None:
         self.module, self.params = module, params
         self.shapes = [p.shape for p in params]
         self.numel = sum(p.numel() for p in params)  # Psi_u
         self.shard_numel = -(-self.numel // world_size)  # S = ceil(Psi_u / N)
         self.padded_numel = self.shard_numel * world_size  # N S
         self.shard = slice(rank * self.shard_numel, (rank + 1) * self.shard_numel)
-        self.data = torch.zeros(self.padded_numel, dtype=dtype)  # (N S,) padding = 0
+        # On the parameters' device: NCCL gets CUDA buffers, gloo CPU ones.
+        self.data = params[0].new_zeros(self.padded_numel, dtype=dtype)  # (N S,)
         for p, view in zip(params, self.views(self.data), strict=True):
             view.copy_(p.detach())
             p.data = view  # forward and backward now read the flat buffer
@@ -89,7 +96,8 @@ class Zero1:
 
     Args:
         module: the replica: its parameters are overwritten by rank 0's and moved
-            into flat buffers of ``param_dtype``.
+            into flat buffers of ``param_dtype`` on their device (a GPU under NCCL,
+            the CPU under gloo), where the master copy and AdamW's states live too.
         group: the data-parallel process group (``None``: the world).
         param_dtype: dtype of parameters and gradients (``torch.bfloat16`` for the
             paper's mixed precision; ``torch.float32`` to compare with plain AdamW).
@@ -100,10 +108,17 @@ class Zero1:
             is out of range, or see :func:`check_replicas` and :func:`module_units`.
     """
 
-    def __init__(self, module: nn.Module, group: dist.ProcessGroup | None = None, *,
-                 param_dtype: torch.dtype = torch.float32, lr: float = 1e-3,
-                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 1e-2):  # fmt: skip
+    def __init__(
+        self,
+        module: nn.Module,
+        group: dist.ProcessGroup | None = None,
+        *,
+        param_dtype: torch.dtype = torch.float32,
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 1e-2,
+    ) -> None:
         if not (isinstance(param_dtype, torch.dtype) and param_dtype.is_floating_point):
             raise ValueError(f"param_dtype must be a float dtype, got {param_dtype!r}")
         for name, value in [("lr", lr), ("eps", eps), ("weight_decay", weight_decay)]:
@@ -142,7 +157,7 @@ class Zero1:
         """Put the mean over ranks of this rank's gradient shards in master.grad."""
         self.master.grad = torch.empty_like(self.master)  # fp32, lives during step
         for u, g in zip(self.units, self._master_shards(self.master.grad), strict=True):
-            shard = torch.empty(u.shard_numel, dtype=u.grad.dtype)  # (S,)
+            shard = u.grad.new_empty(u.shard_numel)  # (S,)
             self.comm.reduce_scatter(shard, u.grad)  # (N S,) summed -> my (S,)
             g.copy_(shard)
         self.master.grad.div_(self.comm.world_size)

@@ -30,7 +30,7 @@ class Zero2(Zero1):
     def _init_gradients(self) -> None:
         """Stage 2: each unit keeps an (S,) gradient shard; hooks fill it."""
         for u in self.units:
-            u.grad = torch.zeros(u.shard_numel, dtype=u.data.dtype)  # (S,)
+            u.grad = u.data.new_zeros(u.shard_numel)  # (S,)
             u.pending = len(u.params)  # gradients still to come in this backward
             for p in u.params:
                 p.grad = None
@@ -47,7 +47,7 @@ class Zero2(Zero1):
 
     def _reduce_unit(self, unit: FlatUnit) -> None:
         """Reduce-scatter one unit's gradients into its shard; free the full ones."""
-        full = torch.zeros(unit.padded_numel, dtype=unit.grad.dtype)  # (N S,) transient
+        full = unit.grad.new_zeros(unit.padded_numel)  # (N S,), transient
         for view, p in zip(unit.views(full), unit.params, strict=True):
             view.copy_(p.grad)
             p.grad = None  # the full gradient is gone: 2 Psi -> 2 Psi / N bytes

@@ -34,8 +34,12 @@ class Zero3(Zero2):
     its own) must run once per forward pass.
     """
 
-    def __init__(self, module: nn.Module, group: dist.ProcessGroup | None = None,
-                 **kwargs: Any):  # fmt: skip
+    def __init__(
+        self,
+        module: nn.Module,
+        group: dist.ProcessGroup | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(module, group, **kwargs)
         for u in self.units:
             u.shard_data = u.data[u.shard].clone()  # (S,): all this rank keeps

@@ -19,7 +19,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from aiinfra.distributed import run_distributed
+from aiinfra.distributed import rank_device, run_distributed
 from aiinfra.parallel.toy import mlp, rank_share, regression_batches
 from aiinfra.parallel.zero1 import Zero1
 from aiinfra.parallel.zero2 import Zero2
@@ -41,7 +41,7 @@ def _local_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Ten
 
 def train_one_process(widths: Sequence[int], batches: Batches) -> list[float]:
     """Plain AdamW on the whole batch, in this process only: the ground truth."""
-    model = mlp(widths)
+    model = mlp(widths, device=batches[0][0].device)
     optimizer = torch.optim.AdamW(model.parameters(), **ADAMW)
     losses = []
     for x, y in batches:
@@ -55,7 +55,7 @@ def train_one_process(widths: Sequence[int], batches: Batches) -> list[float]:
 
 def train_ours(stage: int, widths: Sequence[int], batches: Batches) -> list[float]:
     """Our ZeRO ``stage`` (1-3); returns this rank's local losses."""
-    model = mlp(widths)
+    model = mlp(widths, device=batches[0][0].device)
     zero = STAGES[stage](model, **ADAMW)
     losses = []
     for x, y in batches:
@@ -71,7 +71,7 @@ def train_deepspeed(stage: int, widths: Sequence[int], batches: Batches) -> list
     """DeepSpeed ZeRO ``stage`` with a plain ``torch.optim.AdamW`` (no fused kernel)."""
     import deepspeed  # optional: imported only where this comparison runs
 
-    model = mlp(widths)
+    model = mlp(widths, device=batches[0][0].device)
     config = {
         "train_micro_batch_size_per_gpu": len(batches[0][0]) // dist.get_world_size(),
         "gradient_accumulation_steps": 1,
@@ -101,8 +101,9 @@ def train_fsdp2(widths: Sequence[int], batches: Batches) -> list[float]:
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
-    model = mlp(widths)
-    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+    device = batches[0][0].device
+    model = mlp(widths, device=device)
+    mesh = init_device_mesh(device.type, (dist.get_world_size(),))
     for layer in model:
         if isinstance(layer, nn.Linear):
             fully_shard(layer, mesh=mesh)
@@ -119,8 +120,16 @@ def train_fsdp2(widths: Sequence[int], batches: Batches) -> list[float]:
 
 
 def rank_losses(widths: Sequence[int], n_steps: int, batch: int) -> dict[str, list]:
-    """Run on every rank: each implementation's local loss per step, by name."""
-    batches = regression_batches(n_steps, batch, widths[0], widths[-1])
+    """Run on every rank: each implementation's local loss per step, by name.
+
+    Everything runs on :func:`~aiinfra.distributed.rank_device`: the rank's GPU
+    under NCCL, the CPU under gloo.
+    """
+    device = rank_device()
+    batches = [
+        (x.to(device), y.to(device))
+        for x, y in regression_batches(n_steps, batch, widths[0], widths[-1])
+    ]
     out = {"one process": train_one_process(widths, batches)}
     for stage in STAGES:
         out[f"ours ZeRO-{stage}"] = train_ours(stage, widths, batches)
@@ -137,15 +146,17 @@ def compare_losses(
     n_steps: int = 6,
     batch: int = 24,
     timeout: float = 240.0,
+    backend: str = "gloo",
 ) -> dict[str, list[float]]:
     """Per-step loss of the whole batch for each implementation, on spawned ranks.
 
     Args:
-        world_size: N gloo ranks.
+        world_size: N ranks.
         widths: the toy model's layer widths.
         n_steps: optimizer steps.
         batch: global batch B, divisible by ``world_size``.
         timeout: seconds for the whole run.
+        backend: ``"gloo"`` (CPU) or ``"nccl"`` (one GPU per rank).
 
     Returns:
         ``{name: [loss per step]}``; a sharded run's loss is the mean of its ranks'.
@@ -158,7 +169,13 @@ def compare_losses(
     if n_steps < 1:
         raise ValueError(f"n_steps must be >= 1, got {n_steps}")
     per_rank = run_distributed(
-        rank_losses, world_size, tuple(widths), n_steps, batch, timeout=timeout
+        rank_losses,
+        world_size,
+        tuple(widths),
+        n_steps,
+        batch,
+        backend=backend,
+        timeout=timeout,
     )
     return {
         name: [sum(r[name][i] for r in per_rank) / world_size for i in range(n_steps)]

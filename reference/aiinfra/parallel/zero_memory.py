@@ -16,9 +16,10 @@ from collections.abc import Sequence
 from dataclasses import asdict
 
 import torch
+import torch.distributed as dist
 from torch import nn
 
-from aiinfra.distributed import run_distributed
+from aiinfra.distributed import rank_device, run_distributed
 from aiinfra.memory.model_states import zero_model_states_bytes
 from aiinfra.parallel.toy import mlp, rank_share, regression_batches
 from aiinfra.parallel.zero_compare import STAGES
@@ -28,17 +29,28 @@ MEMORY_WIDTHS = (64, 257, 129, 11)  # Psi = 51,417 in 3 units, none divisible by
 PAPER_TRAFFIC = {1: 2, 2: 2, 3: 3}  # elements per rank per step, in units of Psi
 
 
-def measure_stage(stage: int, widths: Sequence[int]) -> dict:
+def measure_stage(
+    stage: int, widths: Sequence[int], group: dist.ProcessGroup | None = None
+) -> dict:
     """Run on every rank: one bf16 step of ZeRO ``stage``; bytes held, elements sent.
 
+    Args:
+        stage: 1, 2 or 3.
+        widths: the toy model's layer widths.
+        group: the data-parallel group (``None``: the world); the model and the
+            batch live on :func:`~aiinfra.distributed.rank_device` of it.
+
     Returns:
-        ``psi``, ``psi_padded``, ``bytes`` (params, grads, optimizer), and the step's
-        ``paper_elements`` and ``ring_elements`` per rank.
+        ``stage``, ``world_size``, ``backend``, ``psi``, ``psi_padded``,
+        ``bytes`` (params, grads, optimizer), and the step's ``paper_elements``
+        and ``ring_elements`` per rank.
     """
-    model = mlp(widths)
-    zero = STAGES[stage](model, param_dtype=torch.bfloat16)
+    device = rank_device(group)  # the rank's GPU under NCCL, the CPU under gloo
+    model = mlp(widths, device=device)
+    zero = STAGES[stage](model, group, param_dtype=torch.bfloat16)
     rank, n_ranks = zero.comm.rank, zero.comm.world_size
     x, y = regression_batches(1, 2 * n_ranks, widths[0], widths[-1])[0]
+    x, y = x.to(device), y.to(device)  # (2 N, d_in), (2 N, d_out)
     zero.comm.reset()  # count the step only, not the set-up broadcasts
     out = model(rank_share(x, rank, n_ranks).bfloat16())  # (B / N, d_out)
     loss = nn.functional.mse_loss(out.float(), rank_share(y, rank, n_ranks))
@@ -48,6 +60,7 @@ def measure_stage(stage: int, widths: Sequence[int]) -> dict:
     return {
         "stage": stage,
         "world_size": n_ranks,
+        "backend": dist.get_backend(zero.comm.group),
         "psi": sum(u.numel for u in zero.units),
         "psi_padded": sum(u.padded_numel for u in zero.units),
         "bytes": asdict(zero.model_state_bytes()),
@@ -56,9 +69,11 @@ def measure_stage(stage: int, widths: Sequence[int]) -> dict:
     }
 
 
-def measure_stages(widths: Sequence[int]) -> list[dict]:
+def measure_stages(
+    widths: Sequence[int], group: dist.ProcessGroup | None = None
+) -> list[dict]:
     """Run on every rank: :func:`measure_stage` for stages 1, 2 and 3."""
-    return [measure_stage(stage, widths) for stage in STAGES]
+    return [measure_stage(stage, widths, group) for stage in STAGES]
 
 
 @functools.cache
@@ -85,26 +100,37 @@ def memory_table(measurements: list[dict]) -> Table:
     rows = []
     for m in measurements:
         stage, psi, padded = m["stage"], m["psi"], m["psi_padded"]
-        world_size = m["world_size"]
+        world_size, backend = m["world_size"], m["backend"]
         measured = sum(m["bytes"].values())
-        rows.append([
-            stage,
-            m["bytes"]["params"],
-            m["bytes"]["grads"],
-            m["bytes"]["optimizer"],
-            measured,
-            round(zero_model_states_bytes(psi, stage, world_size).total),
-            round(zero_model_states_bytes(padded, stage, world_size).total),
-            m["paper_elements"] / padded,
-            PAPER_TRAFFIC[stage],
-        ])  # fmt: skip
+        rows.append(
+            [
+                stage,
+                m["bytes"]["params"],
+                m["bytes"]["grads"],
+                m["bytes"]["optimizer"],
+                measured,
+                round(zero_model_states_bytes(psi, stage, world_size).total),
+                round(zero_model_states_bytes(padded, stage, world_size).total),
+                m["paper_elements"] / padded,
+                PAPER_TRAFFIC[stage],
+            ]
+        )
     return Table(
-        ["stage", "params (B)", "grads (B)", "optimizer (B)", "measured (B)",
-         "formula at Psi (B)", "formula at Psi_pad (B)", "sent / Psi_pad",
-         "paper: sent / Psi"],
+        [
+            "stage",
+            "params (B)",
+            "grads (B)",
+            "optimizer (B)",
+            "measured (B)",
+            "formula at Psi (B)",
+            "formula at Psi_pad (B)",
+            "sent / Psi_pad",
+            "paper: sent / Psi",
+        ],
         rows,
-        note=f"Bytes per rank (B = bytes), N = {world_size} gloo ranks, Psi = {psi:,}"
-        f", Psi_pad = {padded:,}; bf16 parameters and gradients, fp32 master copy "
-        "and Adam moments (K = 12), counted from tensor storages after one step. "
+        note=f"Bytes per rank (B = bytes), N = {world_size} {backend} ranks, "
+        f"Psi = {psi:,}, Psi_pad = {padded:,}; bf16 parameters and gradients, fp32 "
+        "master copy and Adam moments (K = 12), counted from tensor storages after "
+        "one step. "
         "Sent: elements per rank per step, in the paper's convention.",
-    )  # fmt: skip
+    )
