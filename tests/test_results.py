@@ -1,4 +1,4 @@
-"""One results module: the data folder, the machine stamp, write(kind) and load(kind)."""
+"""One results module: the data folder, the stamp, write(kind) and load(kind)."""
 
 import json
 import socket

@@ -15,19 +15,36 @@ from typing import Any
 
 @dataclass
 class Table:
-    """A titled table: column names, rows of values and an optional note.
+    """A table: column names, rows of values, a note and a stamp.
+
+    The book translates what is words: the column headers, the row labels that are
+    words and the note. The note must therefore be the same text at every build (a
+    citation, the units, what the columns mean); whatever is computed or measured
+    (the machine, the date, the sizes a function was called with) goes into the
+    stamp, which is shown as it is in every language.
 
     Args:
         columns: column headers (English; the book translates them).
         rows: one list of cell values per row, ``len(columns)`` each.
-        note: where the numbers come from (a stamp, a citation), shown under it.
+        note: stable English text shown under the table, translated in the book.
+        stamp: computed text shown under the note, never translated.
+
+    Raises:
+        TypeError: a column name, the note or the stamp is not a string.
+        ValueError: a row has not ``len(columns)`` cells.
     """
 
     columns: list[str]
     rows: list[list[Any]] = field(default_factory=list)
     note: str = ""
+    stamp: str = ""
 
     def __post_init__(self) -> None:
+        if not all(isinstance(c, str) for c in self.columns):
+            raise TypeError(f"columns must be strings, got {self.columns!r}")
+        for name in ("note", "stamp"):
+            if not isinstance(getattr(self, name), str):
+                raise TypeError(f"{name} must be a str, got {getattr(self, name)!r}")
         for i, row in enumerate(self.rows):
             if len(row) != len(self.columns):
                 raise ValueError(
@@ -44,14 +61,19 @@ class Table:
             for row in cells
         ]
         lines.insert(1, "  ".join("-" * w for w in widths))
-        if self.note:
-            lines.append(self.note)
+        lines += [text for text in (self.note, self.stamp) if text]
         return "\n".join(lines)
 
     def to_json(self) -> str:
-        """Render as JSON: ``{"columns": [...], "rows": [[...]], "note": "..."}``."""
+        """Render as JSON: ``{"columns", "rows", "note", "stamp"}``."""
         return json.dumps(
-            {"columns": self.columns, "rows": self.rows, "note": self.note}, indent=2
+            {
+                "columns": self.columns,
+                "rows": self.rows,
+                "note": self.note,
+                "stamp": self.stamp,
+            },
+            indent=2,
         )
 
 

@@ -75,5 +75,6 @@ def test_committed_results_meet_the_bar_and_render():
 
 def test_missing_results_name_the_command(tmp_path, monkeypatch):
     monkeypatch.setenv(results.DATA_ENV, str(tmp_path))
-    with pytest.raises(FileNotFoundError, match="aiinfra bench ddp --backend gloo --world-size 2"):
+    command = "aiinfra bench ddp --backend gloo --world-size 2"
+    with pytest.raises(FileNotFoundError, match=command):
         bench.results_table()

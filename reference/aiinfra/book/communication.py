@@ -88,7 +88,7 @@ def doubling_beats_rabenseifner_below() -> str:
 
 
 def busbw_factor_table() -> Table:
-    """busbw / algbw for each collective and several rank counts (nccl-tests)."""
+    """Busbw / algbw for each collective and several rank counts (nccl-tests)."""
     return busbw.busbw_factor_table()
 
 

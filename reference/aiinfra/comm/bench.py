@@ -116,8 +116,10 @@ class BenchConfig:
 def _buffers(
     collective: str, count: int, dtype: torch.dtype, device: torch.device
 ) -> tuple[Tensor, Tensor]:
-    """(input, output) of ``collective`` for S = count elements; input holds small
-    integers, so every order of summation gives the same exact result."""
+    """The input and output buffers of ``collective`` for S = count elements.
+
+    The input holds small integers, so every order of summation is exact.
+    """
     r, p = dist.get_rank(), dist.get_world_size()
     n_in = count // p if collective == "all_gather" else count
     n_out = count // p if collective == "reduce_scatter" else count

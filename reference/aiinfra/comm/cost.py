@@ -148,9 +148,11 @@ def hierarchical_all_reduce_time(
     local_size: int = 8,
     local_link: Link = "nvlink",
 ) -> float:
-    """Two-level all-reduce: ring reduce-scatter in each node of ``local_size`` ranks
-    over ``local_link``, ring all-reduce of the n / local_size shard across the nodes
-    over ``link``, ring all-gather in each node. Its time is the sum of the three.
+    """Two-level all-reduce: the sum of its three phases' times.
+
+    Ring reduce-scatter in each node of ``local_size`` ranks over ``local_link``,
+    ring all-reduce of the n / local_size shard across the nodes over ``link``,
+    ring all-gather in each node.
 
     Raises:
         ValueError: ``local_size`` < 1 or not a divisor of ``p``.
@@ -195,8 +197,10 @@ def crossover_size(
     on a sign change of T_a - T_b in (0, max_bytes].
 
     Args:
-        alg_a, alg_b: names from :data:`ALGORITHMS` or cost callables.
-        p, link: ranks and link, as for the cost functions.
+        alg_a: a name from :data:`ALGORITHMS` or a cost callable.
+        alg_b: the other algorithm, likewise.
+        p: ranks, as for the cost functions.
+        link: the link, as for the cost functions.
         max_bytes: the largest size searched.
 
     Returns:

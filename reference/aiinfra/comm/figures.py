@@ -260,8 +260,9 @@ def scaling_figure(
 
 
 def results_figure(backend: str = "gloo") -> Figure:
-    """Measured busbw against size from the ``collectives`` results, one panel per
-    collective, one line per algorithm.
+    """Measured busbw against size: one panel per collective, a line per algorithm.
+
+    The rows are the stored ``collectives`` results of ``backend``.
 
     Raises:
         FileNotFoundError: no results on ``backend`` (the message names the command

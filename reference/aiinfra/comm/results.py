@@ -71,7 +71,7 @@ def busbw(collective: str, size_bytes: float, seconds: float, n_ranks: int) -> f
 
 
 def busbw_factor_table(ns: tuple[int, ...] = (2, 4, 8, 16, 64, 1024)) -> Table:
-    """busbw / algbw per collective (rows) and rank count (columns)."""
+    """Busbw / algbw per collective (rows) and rank count (columns)."""
     rows = [[c] + [round(busbw_factor(c, n), 4) for n in ns] for c in BUSBW_FACTORS]
     return Table(
         ["collective"] + [f"n = {n}" for n in ns],
@@ -127,7 +127,7 @@ def results_table(
 def busbw_ratio(
     collective: str, algorithm: str, reference: str, size: int, backend: str = "gloo"
 ) -> float:
-    """busbw of ``algorithm`` over that of ``reference`` at ``size`` bytes.
+    """Busbw of ``algorithm`` over that of ``reference`` at ``size`` bytes.
 
     Raises:
         ValueError: the results have no row for one of the two at that size.

@@ -32,6 +32,7 @@ class Checkpoint(torch.autograd.Function):
     def forward(
         ctx: Any, run_function: Callable[..., torch.Tensor], *args: torch.Tensor
     ) -> torch.Tensor:
+        """Run the segment without recording it; keep its inputs and RNG states."""
         ctx.run_function = run_function
         # Dropout inside the segment must draw the same masks when it is recomputed.
         ctx.cpu_rng = torch.get_rng_state()
@@ -43,6 +44,7 @@ class Checkpoint(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, grad_output: torch.Tensor) -> tuple[Any, ...]:
+        """Recompute the segment with the saved RNG states, then backpropagate."""
         # region recompute
         inputs = [a.detach().requires_grad_(a.requires_grad) for a in ctx.saved_tensors]
         with torch.random.fork_rng(devices=ctx.cuda_devices):

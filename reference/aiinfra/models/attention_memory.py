@@ -46,7 +46,13 @@ class PeakMemory(TorchDispatchMode):
         self.peak = 0
         self._storages: dict[int, weakref.ref] = {}  # data_ptr -> storage
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[override]
+    def __torch_dispatch__(  # type: ignore[override]
+        self,
+        func: Any,
+        types: Any,
+        args: tuple = (),
+        kwargs: dict | None = None,
+    ) -> Any:
         """Run the operator, then start tracking the storages of its outputs."""
         out = func(*args, **(kwargs or {}))
         for t in tree_leaves(out):
@@ -96,7 +102,9 @@ def saved_bytes(fn: Callable[..., Tensor], n: int, d: int = 64) -> int:
     """Bytes of the distinct storages autograd saves for the backward of ``fn``.
 
     Args:
-        fn, n, d: as in :func:`peak_bytes`.
+        fn: the attention function, as in :func:`peak_bytes`.
+        n: sequence length.
+        d: head width.
 
     Returns:
         Bytes saved for backward, inputs included when they are saved.

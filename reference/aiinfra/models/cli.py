@@ -1,4 +1,4 @@
-"""The models chapter's command: ``aiinfra bench attention``.
+r"""The models chapter's command: ``aiinfra bench attention``.
 
 Times standard, tiled (PyTorch), Triton and SDPA attention over sequence lengths
 (:mod:`aiinfra.models.bench`); with ``--out`` the rows are stored as a stamped

@@ -28,7 +28,9 @@ def standard_attention(
     """Attention that materializes the ``N x N`` scores (Alg. 0), the baseline.
 
     Args:
-        q, k, v: shape ``(B, H, N, d)``.
+        q: queries, shape ``(B, H, N, d)``.
+        k: keys, the same shape.
+        v: values, the same shape.
         causal: mask key ``j > i`` for query ``i``.
         scale: default ``1 / sqrt(d)``.
 
@@ -71,7 +73,9 @@ def tiled_forward(
     """FlashAttention-2 forward: ``O`` and the log-sum-exp ``L``, accumulated in fp32.
 
     Args:
-        q, k, v: shape ``(B, H, N, d)``.
+        q: queries, shape ``(B, H, N, d)``.
+        k: keys, the same shape.
+        v: values, the same shape.
         causal: skip key blocks after the query block, mask the diagonal ones.
         scale: score scale.
         block_q: ``B_r``, queries per block.
@@ -124,9 +128,16 @@ def tiled_backward(
     """FlashAttention-2 backward: recompute ``P`` from ``L``, never store it.
 
     Args:
-        q, k, v, o, do: shape ``(B, H, N, d)``; ``do`` is the gradient of ``o``.
+        q: queries, shape ``(B, H, N, d)``.
+        k: keys, the same shape.
+        v: values, the same shape.
+        o: the forward output, the same shape.
+        do: the gradient of ``o``, the same shape.
         lse: ``L`` of the forward pass, shape ``(B, H, N)``.
-        causal, scale, block_q, block_k: as in :func:`tiled_forward`.
+        causal: as in :func:`tiled_forward`.
+        scale: as in :func:`tiled_forward`.
+        block_q: as in :func:`tiled_forward`.
+        block_k: as in :func:`tiled_forward`.
 
     Returns:
         ``dq, dk, dv`` in fp32, each of shape ``(B, H, N, d)``.
@@ -223,7 +234,10 @@ def flash_attention(
     """Exact attention computed in tiles (FlashAttention-2), differentiable.
 
     Args:
-        q, k, v: shape ``(B, H, N, d)`` on any device (the loops are in Python).
+        q: queries, shape ``(B, H, N, d)``, on any device (the loops are in
+            Python).
+        k: keys, the same shape.
+        v: values, the same shape.
         causal: mask key ``j > i`` for query ``i``.
         scale: default ``1 / sqrt(d)``.
         block_q: ``B_r``; need not divide ``N``.

@@ -128,8 +128,10 @@ def flash_attention_triton_forward(
     """Launch the forward kernel: one program per (query block, batch x head).
 
     Args:
-        q, k, v: shape ``(B, H, N, D)``, on a GPU, or on the CPU under
+        q: queries, shape ``(B, H, N, D)``, on a GPU, or on the CPU under
             ``TRITON_INTERPRET=1``; fp16, bf16 or fp32 (TF32 on a GPU).
+        k: keys, the same shape, device and dtype.
+        v: values, the same shape, device and dtype.
         causal: mask key ``j > i`` for query ``i``.
         scale: default ``1 / sqrt(D)``.
         block_m: ``B_r``; default 64 on a GPU, 16 on the CPU (the interpreter is slow).

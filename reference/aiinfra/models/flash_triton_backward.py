@@ -203,8 +203,10 @@ def flash_attention_triton(
     """Differentiable FlashAttention in Triton (forward and backward kernels).
 
     Args:
-        q, k, v: shape ``(B, H, N, D)``; see
+        q: queries, shape ``(B, H, N, D)``; see
             :func:`~aiinfra.models.flash_triton.flash_attention_triton_forward`.
+        k: keys, the same shape.
+        v: values, the same shape.
         causal: mask key ``j > i`` for query ``i``.
         scale: default ``1 / sqrt(D)``.
         block: ``B_r = B_c``; default 64 on a GPU, 16 on the CPU.
