@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import re
 import sys
 from collections.abc import Sequence
@@ -82,6 +83,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except ValueError as exc:  # a usage error: exits 2, as argparse does
         args.command_parser.error(flag_names(str(exc), args.command_parser))
+    except BrokenPipeError:  # the reader (`| head`) left: stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":  # python -m aiinfra.cli, as torchrun -m needs
