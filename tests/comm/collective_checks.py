@@ -12,14 +12,14 @@ session) and return what they found; each test asserts on its part.
 
 from __future__ import annotations
 
-import functools
 import importlib
 from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch.distributed as dist
-from aiinfra.distributed import run_distributed
+
+from tests.shared_spawn import shared_results
 
 DTYPES = (torch.float32, torch.float64, torch.int32, torch.int64)
 OPS = ("sum", "prod", "max", "min")
@@ -182,24 +182,10 @@ def _run_spawned_checks() -> dict[str, Any]:
     return out
 
 
-@functools.cache
-def _spawn_once() -> tuple[list[dict[str, Any]] | None, Exception | None]:
-    try:
-        return run_distributed(_run_spawned_checks, 4, timeout=300), None
-    except (RuntimeError, TimeoutError) as e:  # a failed spawn is not repeated
-        return None, e
-
-
 def spawned_results() -> list[dict[str, Any]]:
     """Every check of :data:`SPAWNED_CHECKS` on one spawn of 4 gloo ranks (cached).
 
     Returns:
         Per rank, ``{function name: what it returned}``.
-
-    Raises:
-        RuntimeError, TimeoutError: the spawn failed (once; later calls re-raise).
     """
-    results, error = _spawn_once()
-    if error is not None:
-        raise error
-    return results
+    return shared_results(_run_spawned_checks, 4, timeout=300)

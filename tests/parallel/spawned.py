@@ -25,6 +25,8 @@ from aiinfra.parallel.zero_compare import WIDTHS as ZERO_WIDTHS
 from aiinfra.parallel.zero_memory import MEMORY_WIDTHS, measure_stages
 from torch import nn
 
+from tests.shared_spawn import shared_results
+
 STEPS = 5
 BATCH = 24  # divisible by 2 and 4 ranks, and by 3 micro-batches per rank
 WIDTHS = (6, 16, 16, 3)  # DDP's model: 435 parameters in 6 tensors
@@ -207,24 +209,9 @@ def accelerator_checks() -> dict:
     return {"world": {"ddp": ddp_checks(None), "zero": zero_checks(None)}}
 
 
-@functools.cache
-def _spawn_once() -> tuple[list[dict] | None, Exception | None]:
-    try:
-        return run_distributed(gloo_checks, 4, timeout=300), None
-    except (RuntimeError, TimeoutError) as e:  # a failed spawn is not repeated
-        return None, e
-
-
 def gloo_results() -> list[dict]:
-    """:func:`gloo_checks` on 4 spawned gloo ranks, once per test session.
-
-    Raises:
-        RuntimeError, TimeoutError: the spawn failed (once; later calls re-raise).
-    """
-    results, error = _spawn_once()
-    if error is not None:
-        raise error
-    return results
+    """:func:`gloo_checks` on 4 spawned gloo ranks, once per test session."""
+    return shared_results(gloo_checks, 4, timeout=300)
 
 
 @functools.cache
