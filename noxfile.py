@@ -1,9 +1,11 @@
 """Every build and check of the book: ``nox -l`` lists them.
 
-- ``nox -s book``: build the whole site (book and decks, English and Chinese) and
-  serve it on http://127.0.0.1:8000 (``nox -s book -- --no-serve`` only builds).
+- ``nox -s book``: build the whole site (book and decks, English and Chinese),
+  incrementally, and serve it on http://127.0.0.1:8000 (``-- --no-serve`` only
+  builds; ``-- --lang zh_CN --builder html`` builds one edition).
+- ``nox -s preview``: live-reloading preview of one edition while writing.
 - ``nox -s tests``: every test CI runs (package, book builds, browser checks).
-- ``nox -s translate``: gettext -> sphinx-intl update -> per-chapter statistics.
+- ``nox -s translate``: gettext -> sphinx-intl update -> sphinx-intl stat.
 - ``nox -s lint``: ruff.
 - ``nox -s bench``: the CPU benchmarks whose results the book renders.
 - ``nox -s gpu``: on a CUDA machine, the ``gpu`` tests and the GPU benchmarks.
@@ -35,11 +37,29 @@ def install(session: nox.Session, *extras: str) -> None:
 
 @nox.session(python=PYTHON)
 def book(session: nox.Session) -> None:
-    """Build book and decks in both languages into build/site, then serve them."""
+    """Build book and decks in both languages into build/site, then serve them.
+
+    Incremental: only what changed is rebuilt. Arguments pass through to
+    ``tools/book.py build``: ``nox -s book -- --lang zh_CN --builder html`` rebuilds
+    one edition, ``--fresh`` everything; ``--no-serve`` only builds.
+    """
     install(session, "docs")
-    session.run("python", "tools/book.py", "build")
+    args = [
+        a for a in session.posargs if a != "--no-serve" and not a.startswith("--port=")
+    ]
+    session.run("python", "tools/book.py", "build", *args)
     if "--no-serve" not in session.posargs:
         session.run("python", "tools/book.py", "serve", *port_args(session))
+
+
+@nox.session(python=PYTHON)
+def preview(session: nox.Session) -> None:
+    """Live preview of one edition: rebuilds on each save, reloads the browser.
+
+    ``nox -s preview -- --lang zh_CN --port 8001`` (sphinx-autobuild on 127.0.0.1).
+    """
+    install(session, "docs")
+    session.run("python", "tools/book.py", "preview", *session.posargs)
 
 
 @nox.session(python=PYTHON)
@@ -72,7 +92,7 @@ def tests(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def translate(session: nox.Session) -> None:
-    """Refresh the Chinese catalogues from the sources and print their statistics."""
+    """Refresh the Chinese catalogues from the sources; print ``sphinx-intl stat``."""
     install(session, "docs")
     session.run("python", "tools/book.py", "translate")
 

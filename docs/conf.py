@@ -1,6 +1,13 @@
-"""Sphinx configuration of the book (HTML, both languages).
+"""Sphinx configuration of the book and of its slide decks, both languages.
 
-The slide decks reuse this file from ``slides/conf.py``. Build with ``nox -s book``.
+One file for every build (``tools/book.py`` runs them; ``nox -s book``):
+
+- the book: ``sphinx-build -b html docs build/site/en``;
+- the decks: ``sphinx-build -b revealjs -t slides docs build/site/slides/en``: the
+  ``slides`` tag narrows the sources to the front page and the chapters, each
+  chapter's ``index`` becoming its deck (``docs/_ext/aiinfra_book/slides.py``);
+- the Chinese edition: ``-D language=zh_CN`` (or ``AIINFRA_LANG=zh_CN``);
+- the catalogues: ``-b gettext -t gettext``.
 """
 
 from __future__ import annotations
@@ -16,6 +23,8 @@ ROOT = DOCS.parent
 sys.path.insert(0, str(DOCS / "_ext"))
 sys.path.insert(0, str(ROOT / "reference"))
 
+from aiinfra_book.chapters import chapters  # noqa: E402
+
 project = "AI Infrastructure"
 author = "The aiinfra authors"
 copyright = "2026, the aiinfra authors"  # noqa: A001
@@ -26,28 +35,43 @@ extensions = [
     "sphinx.ext.napoleon",
     "sphinx.ext.mathjax",
     "sphinxcontrib.bibtex",
+    "sphinx_copybutton",
     "sphinx_revealjs",
     "aiinfra_book",
 ]
 
 language = os.environ.get("AIINFRA_LANG", "en")
 locale_dirs = ["locale/"]
-# One catalogue per chapter folder (communication.po, ...): a deck that includes
-# a chapter's sections is in the same folder, so it finds the same catalogue.
+# One catalogue per chapter folder (communication.po, ...): the chapter's deck is
+# built from the same pages, so it reads the same catalogue.
 gettext_compact = True
 gettext_uuid = False
 gettext_location = True
 
 root_doc = "index"
-exclude_patterns = ["_build", "_generated", "locale", "**/slides.rst", "decks.rst"]
-if tags.has("gettext"):  # noqa: F821 - Sphinx injects `tags`
-    # Extract the decks' own messages too (their titles), into the same catalogues.
-    exclude_patterns = ["_build", "_generated", "locale"]
+exclude_patterns = ["_build", "locale", "api/.gitignore"]
 templates_path = [str(DOCS / "_templates")]
 nitpicky = False
 suppress_warnings = ["config.cache"]
 
-# Absolute paths: slides/conf.py reuses this file from another folder.
+if tags.has("slides"):  # noqa: F821 - Sphinx injects `tags`
+    # The decks: the front page (the deck list) and the chapters (the decks).
+    include_patterns = ["index.rst", *(f"{c}/**" for c in chapters(DOCS))]
+    # Decks hold a subset of the book: references into pages that are not in a deck
+    # (the glossary, the bibliography, the API) stay plain text; the book checks them.
+    suppress_warnings += [
+        "ref.term",
+        "ref.doc",
+        "ref.ref",
+        "toc.excluded",
+        "toc.not_readable",
+        "bibtex.key_not_found",
+    ]
+if tags.has("gettext"):  # noqa: F821
+    # The API reference is generated from English docstrings: not translated.
+    exclude_patterns += ["api/**"]
+    suppress_warnings += ["toc.excluded"]
+
 bibtex_bibfiles = sorted(str(p) for p in (DOCS / "_bib").glob("*.bib"))
 bibtex_default_style = "plain"
 bibtex_reference_style = "author_year"
@@ -57,10 +81,15 @@ autodoc_member_order = "bysource"
 # PyTorch docs that do not exist here.
 autodoc_inherit_docstrings = False
 autodoc_typehints = "description"
-# Two packages define a ModelConfig: qualified names keep the links unambiguous.
+# Two packages may define a class of one name: qualified names keep links unambiguous.
 autodoc_typehints_format = "fully-qualified"
 napoleon_google_docstring = True
 napoleon_numpy_docstring = False
+
+# A console block's prompt is not copied, nor is a Python prompt.
+copybutton_prompt_text = r"\$ |>>> |\.\.\. "
+copybutton_prompt_is_regexp = True
+copybutton_only_copy_prompt_lines = False
 
 # ------------------------------------------------------------------ HTML
 html_theme = "sphinx_book_theme"
@@ -94,7 +123,9 @@ def _vendor_mathjax() -> str:
     dst = _MATHJAX_DIR / "mathjax"
     if not (dst / "tex-svg.js").exists():
         dst.mkdir(parents=True, exist_ok=True)
-        shutil.copy(src / "tex-svg.js", dst / "tex-svg.js")
+        tmp = dst / f"tex-svg.js.{os.getpid()}.tmp"
+        shutil.copy(src / "tex-svg.js", tmp)
+        os.replace(tmp, dst / "tex-svg.js")  # atomic: the parallel builds read it
     return str(_MATHJAX_DIR)
 
 
@@ -109,10 +140,13 @@ _JIEBA_DICT = ROOT / "build" / "jieba_userdict.txt"
 def _glossary_dict() -> str:
     text = (DOCS / "glossary.rst").read_text(encoding="utf-8")
     terms = sorted(set(re.findall(r"^ {3}([^\s].*[\u4e00-\u9fff].*)$", text, re.M)))
-    _JIEBA_DICT.parent.mkdir(parents=True, exist_ok=True)
-    _JIEBA_DICT.write_text(
-        "".join(f"{t.strip()} 1000 n\n" for t in terms), encoding="utf-8"
-    )
+    content = "".join(f"{t.strip()} 1000 n\n" for t in terms)
+    # Written only when it changes: the parallel builds read it.
+    if not _JIEBA_DICT.exists() or _JIEBA_DICT.read_text(encoding="utf-8") != content:
+        _JIEBA_DICT.parent.mkdir(parents=True, exist_ok=True)
+        tmp = _JIEBA_DICT.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(content, encoding="utf-8")
+        os.replace(tmp, _JIEBA_DICT)
     return str(_JIEBA_DICT)
 
 

@@ -1,21 +1,28 @@
-"""Build, serve and translate the book: the steps behind ``nox -s book``.
+"""Build, preview, serve and translate the book: the steps behind ``nox -s book``.
 
-    python tools/book.py build [--lang en zh_CN] [--builder html revealjs] [--out DIR]
+    python tools/book.py build [--lang en zh_CN] [--builder html revealjs] [--fresh]
+    python tools/book.py preview [--lang zh_CN] [--port 8000]   # live reload
     python tools/book.py serve [--port 8000] [--out DIR]
     python tools/book.py gettext           # docs -> build/gettext/*.pot
-    python tools/book.py translate         # gettext + sphinx-intl update + statistics
-    python tools/book.py stats             # the per-chapter translation table
+    python tools/book.py translate         # gettext + sphinx-intl update + stat
+    python tools/book.py stats             # sphinx-intl stat: per-catalogue counts
 
-The site folder (``build/site`` by default) holds ``index.html`` (a landing page),
-``en/`` and ``zh_CN/`` (the book), and ``slides/en/``, ``slides/zh_CN/`` (the decks).
-Every build runs with ``-W --keep-going`` and a fresh environment (``-E``), one
-doctree folder per builder and language, and without ``-j`` (sphinx-revealjs is not
-parallel-safe).
+The site folder (``build/site`` by default) holds ``en/`` and ``zh_CN/`` (the book;
+its front page lists the chapters and their decks), ``slides/en/`` and
+``slides/zh_CN/`` (one deck per chapter), and ``index.html``, which sends a visitor
+to the front page in the browser's language.
+
+Builds are incremental: Sphinx reads again only the pages whose sources, catalogue
+or computed inputs changed (``--fresh`` rebuilds everything, as CI does). Every build
+runs with ``-W --keep-going``, one doctree folder per builder and language, and
+without ``-j`` inside one ``sphinx-build`` (sphinx-revealjs is not parallel-safe):
+the outputs build side by side in separate processes, as many as there are cores.
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import functools
 import http.server
 import os
@@ -31,24 +38,16 @@ LOCALE = DOCS / "locale"
 LANGS = ("en", "zh_CN")
 BUILDERS = ("html", "revealjs")
 
-LANDING = """<!DOCTYPE html>
+# The site's root: the front page of the book, in the reader's language.
+REDIRECT = """<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
 <title>AI Infrastructure · AI 基础设施</title>
-<style>
-body {{ font-family: system-ui, "Noto Sans CJK SC", "WenQuanYi Micro Hei", sans-serif;
-       max-width: 44rem; margin: 4rem auto; padding: 0 1rem; line-height: 1.6; }}
-a {{ color: #0b5cad; }} h1 {{ margin-bottom: .2rem; }} ul {{ padding-left: 1.2rem; }}
-</style></head><body>
-<h1>AI Infrastructure · AI 基础设施</h1>
-<p>Train and serve large models on clusters, with code that runs.<br>
-<span lang="zh-CN">在集群上训练和部署大模型，每段代码都能运行、都经过测试。</span></p>
-<h2>Book · 书</h2>
-<ul><li><a href="en/index.html">English</a></li>
-<li><a href="zh_CN/index.html" lang="zh-CN">中文</a></li></ul>
-<h2>Slides · 幻灯片</h2>
-<ul>{decks}</ul>
-<p><small>Built {stamp}.</small></p>
+<meta http-equiv="refresh" content="0; url=en/index.html">
+<script>
+if ((navigator.languages || [navigator.language]).some(l => /^zh/i.test(l)))
+  location.replace("zh_CN/index.html");
+</script></head>
+<body><a href="en/index.html">English</a> · <a href="zh_CN/index.html">中文</a>
 </body></html>
 """
 
@@ -64,146 +63,132 @@ def _env(lang: str) -> dict[str, str]:
     return env
 
 
-def sphinx(
-    builder: str,
-    lang: str,
-    out: pathlib.Path,
-    tags: tuple[str, ...] = (),
-    strict: bool = True,
-) -> None:
-    """Run one sphinx-build; raise ``SystemExit`` with its code on failure."""
-    conf = ROOT / ("slides" if builder == "revealjs" else "docs")
+def sphinx_args(
+    builder: str, lang: str, out: pathlib.Path, fresh: bool = False, strict: bool = True
+) -> list[str]:
+    """The ``sphinx-build`` arguments of one output (without the program)."""
     doctrees = ROOT / "build" / "doctrees" / f"{builder}-{lang}"
+    args = ["-b", builder, "-d", str(doctrees), "-q", "-D", f"language={lang}"]
+    if builder == "revealjs":
+        args += ["-t", "slides"]
+    if builder == "gettext":
+        args += ["-t", "gettext"]
+    if fresh:
+        args += ["-E"]
+    if strict:
+        args += ["-W", "--keep-going"]
+    return [*args, str(DOCS), str(out)]
+
+
+def sphinx(
+    builder: str, lang: str, out: pathlib.Path, fresh: bool = False, strict: bool = True
+) -> tuple[int, str, float]:
+    """Run one sphinx-build; return its exit code, its output and its seconds."""
     cmd = [
         sys.executable,
         "-m",
         "sphinx",
-        "-b",
-        builder,
-        "-c",
-        str(conf),
-        "-E",
-        "-d",
-        str(doctrees),
-        "-q",
-        "-D",
-        f"language={lang}",
+        *sphinx_args(builder, lang, out, fresh, strict),
     ]
-    if strict:
-        cmd += ["-W", "--keep-going"]
-    for tag in tags:
-        cmd += ["-t", tag]
-    cmd += [str(DOCS), str(out)]
     t0 = time.perf_counter()
-    rc = subprocess.run(cmd, env=_env(lang), cwd=ROOT).returncode
-    print(f"  {builder:8s} {lang:6s} {time.perf_counter() - t0:6.1f} s -> {out}")
-    if rc:
-        raise SystemExit(
-            f"sphinx-build -b {builder} ({lang}) failed with exit code {rc}"
-        )
+    proc = subprocess.run(
+        cmd, env=_env(lang), cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    return proc.returncode, proc.stdout + proc.stderr, time.perf_counter() - t0
 
 
-def decks() -> list[str]:
-    """Chapters that have a deck (``docs/<chapter>/slides.rst``), in book order."""
-    index = (DOCS / "index.rst").read_text(encoding="utf-8")
-    found = [p.parent.name for p in DOCS.glob("*/slides.rst")]
-    return sorted(found, key=lambda c: (index.find(f"{c}/index"), c))
+def site_path(out: pathlib.Path, builder: str, lang: str) -> pathlib.Path:
+    return out / lang if builder == "html" else out / "slides" / lang
 
 
 def build(
     out: pathlib.Path,
     langs: tuple[str, ...] = LANGS,
     builders: tuple[str, ...] = BUILDERS,
-) -> None:
-    """Build the site: each builder in each language, plus the landing page."""
+    fresh: bool = False,
+    jobs: int | None = None,
+) -> dict[str, float]:
+    """Build each builder in each language, side by side; return seconds per output.
+
+    Raises:
+        SystemExit: a build failed (after every build has finished).
+    """
     out.mkdir(parents=True, exist_ok=True)
+    outputs = [(b, lang) for lang in langs for b in builders]
+    jobs = max(1, min(jobs or os.cpu_count() or 1, len(outputs)))
     t0 = time.perf_counter()
-    for lang in langs:
-        for builder in builders:
-            dest = out / lang if builder == "html" else out / "slides" / lang
-            sphinx(builder, lang, dest)
-    titles = _deck_titles()
-    items = "".join(
-        f'<li>{titles.get(c, c)}: <a href="slides/en/{c}/slides.html">English</a> · '
-        f'<a href="slides/zh_CN/{c}/slides.html" lang="zh-CN">中文</a></li>'
-        for c in decks()
-    )
-    stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    (out / "index.html").write_text(
-        LANDING.format(decks=items, stamp=stamp), encoding="utf-8"
-    )
-    print(f"built {out} in {time.perf_counter() - t0:.1f} s")
-
-
-def _deck_titles() -> dict[str, str]:
-    titles = {}
-    for chapter in decks():
-        lines = (DOCS / chapter / "index.rst").read_text(encoding="utf-8").splitlines()
-        for i, line in enumerate(lines[1:], 1):
-            if line and set(line) <= set("=#*-") and lines[i - 1].strip():
-                titles[chapter] = lines[i - 1].strip()
-                break
-    return titles
+    times, failed = {}, []
+    with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+        futures = {
+            pool.submit(sphinx, b, lang, site_path(out, b, lang), fresh): (b, lang)
+            for b, lang in outputs
+        }
+        for future in concurrent.futures.as_completed(futures):
+            b, lang = futures[future]
+            rc, log, seconds = future.result()
+            times[f"{b}-{lang}"] = seconds
+            print(f"  {b:8s} {lang:6s} {seconds:6.1f} s -> {site_path(out, b, lang)}")
+            if log.strip():
+                print(log.rstrip())
+            if rc:
+                failed.append(f"sphinx-build -b {b} ({lang}): exit code {rc}")
+    if failed:
+        raise SystemExit("; ".join(failed))
+    (out / "index.html").write_text(REDIRECT, encoding="utf-8")
+    times["total"] = time.perf_counter() - t0
+    print(f"built {out} in {times['total']:.1f} s ({jobs} processes)")
+    return times
 
 
 def gettext(out: pathlib.Path = ROOT / "build" / "gettext") -> pathlib.Path:
-    """Extract the book's and the decks' messages into ``.pot`` templates."""
+    """Extract the book's messages (decks included) into ``.pot`` templates."""
     if out.exists():
         shutil.rmtree(out)
     # Not strict: the HTML builds report warnings; extraction should not fail on them.
-    sphinx("gettext", "en", out, tags=("gettext",), strict=False)
-    # The API reference is generated from English docstrings and is not translated.
-    for pot in out.glob("api*.pot"):
-        pot.unlink()
+    rc, log, _ = sphinx("gettext", "en", out, fresh=True, strict=False)
+    if rc:
+        raise SystemExit(f"gettext failed:\n{log}")
     return out
 
 
 def translate() -> None:
-    """gettext -> sphinx-intl update -> statistics."""
+    """gettext -> sphinx-intl update -> sphinx-intl stat."""
     pot = gettext()
+    intl = [sys.executable, "-m", "sphinx_intl"]
     subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "sphinx_intl",
-            "update",
-            "-p",
-            str(pot),
-            "-l",
-            "zh_CN",
-            "-d",
-            str(LOCALE),
-            "-w",
-            "88",
-        ],
+        [*intl, "update", "-p", str(pot), "-l", "zh_CN", "-d", str(LOCALE), "-w", "88"],
         check=True,
         cwd=ROOT,
     )
     stats()
 
 
-def stats() -> int:
-    """Print translated / fuzzy / untranslated counts per chapter catalogue."""
-    from babel.messages.pofile import read_po
-
-    rows, missing = [], 0
-    for po in sorted((LOCALE / "zh_CN" / "LC_MESSAGES").glob("*.po")):
-        with po.open("rb") as f:
-            cat = read_po(f)
-        msgs = [m for m in cat if m.id]
-        fuzzy = sum(1 for m in msgs if m.fuzzy)
-        untranslated = sum(1 for m in msgs if not m.fuzzy and not m.string)
-        done = len(msgs) - fuzzy - untranslated
-        missing += fuzzy + untranslated
-        rows.append((po.stem, len(msgs), done, fuzzy, untranslated))
-    print(
-        f"{'catalogue':24s} {'messages':>8s} {'done':>6s} {'fuzzy':>6s} "
-        f"{'missing':>8s} {'%':>6s}"
+def stats() -> None:
+    """Translated, fuzzy and untranslated counts per catalogue: sphinx-intl stat."""
+    subprocess.run(
+        [sys.executable, "-m", "sphinx_intl", "stat", "-d", str(LOCALE), "-l", "zh_CN"],
+        check=True,
+        cwd=ROOT,
     )
-    for name, total, done, fuzzy, untr in rows:
-        pct = 100 * done / total if total else 100.0
-        print(f"{name:24s} {total:8d} {done:6d} {fuzzy:6d} {untr:8d} {pct:6.1f}")
-    return missing
+
+
+def preview_command(lang: str, port: int) -> list[str]:
+    """sphinx-autobuild of one edition's book, reloading the browser on each edit."""
+    out = site_path(ROOT / "build" / "site", "html", lang)  # shares the book build
+    return [
+        sys.executable,
+        "-m",
+        "sphinx_autobuild",
+        *sphinx_args("html", lang, out, strict=False),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--watch",
+        str(ROOT / "reference" / "aiinfra"),
+        "--re-ignore",
+        r"(_build|build|locale/.*\.mo$|api/(?!index)\w+\.rst$|__pycache__)",
+    ]
 
 
 def serve(out: pathlib.Path, port: int) -> None:
@@ -221,25 +206,40 @@ def serve(out: pathlib.Path, port: int) -> None:
             pass
 
 
+def _port(text: str) -> int:
+    port = int(text)
+    if not 0 < port < 65536:
+        raise argparse.ArgumentTypeError(f"--port must be in 1..65535, got {port}")
+    return port
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
-    b = sub.add_parser("build", help="build the site")
+    b = sub.add_parser("build", help="build the site (incremental)")
     b.add_argument("--lang", nargs="+", choices=LANGS, default=list(LANGS))
     b.add_argument("--builder", nargs="+", choices=BUILDERS, default=list(BUILDERS))
     b.add_argument("--out", type=pathlib.Path, default=ROOT / "build" / "site")
+    b.add_argument("--fresh", action="store_true", help="rebuild every page (-E)")
+    b.add_argument("--jobs", type=int, default=None, help="processes (default: cores)")
+    p = sub.add_parser("preview", help="live-reload preview of one edition")
+    p.add_argument("--lang", choices=LANGS, default="en")
+    p.add_argument("--port", type=_port, default=8000)
     s = sub.add_parser("serve", help="serve the built site on 127.0.0.1")
-    s.add_argument("--port", type=int, default=8000)
+    s.add_argument("--port", type=_port, default=8000)
     s.add_argument("--out", type=pathlib.Path, default=ROOT / "build" / "site")
     sub.add_parser("gettext", help="extract messages into build/gettext")
-    sub.add_parser("translate", help="gettext, sphinx-intl update, statistics")
-    sub.add_parser("stats", help="per-chapter translation statistics")
+    sub.add_parser("translate", help="gettext, sphinx-intl update, sphinx-intl stat")
+    sub.add_parser("stats", help="sphinx-intl stat of the Chinese catalogues")
     args = parser.parse_args(argv)
     if args.cmd == "build":
-        build(args.out, tuple(args.lang), tuple(args.builder))
+        if args.jobs is not None and args.jobs < 1:
+            parser.error(f"--jobs must be at least 1, got {args.jobs}")
+        build(args.out, tuple(args.lang), tuple(args.builder), args.fresh, args.jobs)
+    elif args.cmd == "preview":
+        cmd = preview_command(args.lang, args.port)
+        os.execvpe(cmd[0], cmd, _env(args.lang))
     elif args.cmd == "serve":
-        if not 0 < args.port < 65536:
-            parser.error(f"--port must be in 1..65535, got {args.port}")
         serve(args.out, args.port)
     elif args.cmd == "gettext":
         gettext()

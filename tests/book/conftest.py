@@ -1,5 +1,5 @@
 """Fixtures for the book's own checks: one fresh build of the whole site per test
-run, and a static server for it on 127.0.0.1."""
+run (the four outputs side by side), and a static server for it on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import functools
 import http.server
 import importlib.util
 import pathlib
+import sys
 import threading
 
 import pytest
@@ -14,6 +15,11 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 SITE = ROOT / "build" / "site"
+sys.path.insert(0, str(DOCS / "_ext"))
+
+from aiinfra_book.chapters import chapters  # noqa: E402
+
+CHAPTERS = chapters(DOCS)
 
 
 def _load_book_tool():
@@ -32,8 +38,9 @@ def book_tool():
 
 @pytest.fixture(scope="session")
 def site(book_tool) -> pathlib.Path:
-    """Build every edition (book and decks, en and zh_CN) with -W, once per run."""
-    book_tool.build(SITE)  # raises SystemExit on any warning
+    """Build every edition (book and decks, en and zh_CN) with -W, once per run,
+    fresh (-E) as CI builds it."""
+    book_tool.build(SITE, fresh=True)  # raises SystemExit on any warning
     return SITE
 
 

@@ -13,7 +13,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from .conftest import DOCS
+from .conftest import CHAPTERS, DOCS
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 FLAGS = [
@@ -167,35 +167,38 @@ VISUAL = re.compile(
     r"|csv-table|table)::",
     re.M,
 )
+TITLE = re.compile(r"^.+\n(?:=+|-+)\n", re.M)
 
 
-def _expected_slides(deck) -> int:
-    """Slides the deck must have, counted from the rst alone: the title slide; for
-    each section and sub-section one slide per code block, figure or table (at least
-    one); one slide per key-points list."""
-    count = 1
-    for name in re.findall(
-        r"^\.\. include:: (\S+)", deck.read_text(encoding="utf-8"), re.M
-    ):
-        text = (deck.parent / name).read_text(encoding="utf-8")
-        # Split at every title (a line underlined with = or -).
-        blocks = re.split(r"^.+\n(?:=+|-+)\n", text, flags=re.M)[1:]
-        count += sum(max(1, len(VISUAL.findall(b))) for b in blocks)
-        count += text.count(":class: keypoints")
+def _slides_of(text: str) -> int:
+    """Slides of a page's titled blocks: one per code block, figure or table (at
+    least one per title), plus one per key-points list."""
+    blocks = TITLE.split(text)[1:]
+    return sum(max(1, len(VISUAL.findall(b))) for b in blocks) + text.count(
+        ":class: keypoints"
+    )
+
+
+def _expected_slides(chapter: str) -> int:
+    """Slides the chapter's deck must have, counted from the rst alone: the title
+    slide, the chapter page's own sub-sections, and every section of its toctree."""
+    index = (DOCS / chapter / "index.rst").read_text(encoding="utf-8")
+    toc = re.findall(r"^   (\w[\w/-]*)\s*$", index.split(".. toctree::", 1)[1], re.M)
+    count = _slides_of(index)  # the title slide and the page's own sub-sections
+    for name in toc:
+        count += _slides_of((DOCS / chapter / f"{name}.rst").read_text("utf-8"))
     return count
 
 
-DECKS = sorted(DOCS.glob("*/slides.rst"))
-
-
 @pytest.mark.parametrize("lang", ["en", "zh_CN"])
-@pytest.mark.parametrize("deck", DECKS, ids=lambda p: p.parent.name)
-def test_deck_initialises_with_all_slides_and_speaker_notes(page, server, deck, lang):
-    chapter = deck.parent.name
-    page.page.goto(f"{server}/slides/{lang}/{chapter}/slides.html")
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_deck_initialises_with_all_slides_and_speaker_notes(
+    page, server, chapter, lang
+):
+    page.page.goto(f"{server}/slides/{lang}/{chapter}/index.html")
     page.page.wait_for_function("window.Reveal && Reveal.isReady()", timeout=20_000)
     total = page.page.evaluate("Reveal.getTotalSlides()")
-    assert total == _expected_slides(deck)
+    assert total == _expected_slides(chapter)
     notes = page.page.evaluate(
         "Reveal.getSlides()"
         ".map(s => Reveal.getSlideNotes(s) || '').filter(n => n.length > 40).length"
@@ -217,9 +220,9 @@ def test_deck_initialises_with_all_slides_and_speaker_notes(page, server, deck, 
     assert page.failures == []
 
 
-@pytest.mark.parametrize("deck", DECKS, ids=lambda p: p.parent.name)
-def test_no_slide_content_overflows_the_slide(page, server, deck):
-    page.page.goto(f"{server}/slides/en/{deck.parent.name}/slides.html")
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_no_slide_content_overflows_the_slide(page, server, chapter):
+    page.page.goto(f"{server}/slides/en/{chapter}/index.html")
     page.page.wait_for_function("window.Reveal && Reveal.isReady()", timeout=20_000)
     overflow = page.page.evaluate("""async () => {
       const bad = [];
@@ -240,3 +243,60 @@ def test_no_slide_content_overflows_the_slide(page, server, deck):
       return bad;
     }""")
     assert overflow == []
+
+
+@pytest.mark.parametrize(("locale", "lang"), [("en-US", "en"), ("zh-CN", "zh_CN")])
+def test_site_root_leads_to_the_front_page_in_the_readers_language(
+    browser, server, locale, lang
+):
+    context = browser.new_context(locale=locale)
+    try:
+        tab = context.new_page()
+        tab.goto(f"{server}/")
+        tab.wait_for_url(f"{server}/{lang}/index.html", timeout=20_000)
+        # The front page is a page of the book: its theme, its chapter list, decks.
+        assert tab.locator("article ul.aiinfra-chapters li").count() == len(CHAPTERS)
+        assert tab.locator(".bd-sidebar-primary").count() == 1
+        tab.locator("a.deck-link").first.click()
+        tab.wait_for_function("window.Reveal && Reveal.isReady()", timeout=20_000)
+        assert tab.url == f"{server}/slides/{lang}/{CHAPTERS[0]}/index.html"
+    finally:
+        context.close()
+
+
+def test_copy_button_copies_a_command_without_its_prompt(browser, server):
+    context = browser.new_context()
+    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=server)
+    try:
+        tab = context.new_page()
+        hosts: list[str] = []
+        tab.on("request", lambda r: hosts.append(urlparse(r.url).hostname))
+        tab.goto(f"{server}/en/{CHAPTERS[0]}/index.html")
+        tab.wait_for_load_state("networkidle")
+        block = tab.locator("div.highlight-console").last
+        block.hover()
+        block.locator("button.copybtn").click()
+        copied = tab.evaluate("navigator.clipboard.readText()")
+        shown = block.locator("pre").inner_text().strip()
+        assert shown.startswith("$ ") and copied.strip() == shown[2:]
+        assert set(hosts) == {"127.0.0.1"}, hosts
+    finally:
+        context.close()
+
+
+def _chinese_emphasis(site) -> str:
+    for path in sorted((site / "zh_CN").glob("*/*.html")):
+        if "api" not in path.parts and re.search(
+            r"<em>[^<]*[\u4e00-\u9fff]", path.read_text(encoding="utf-8")
+        ):
+            return str(path.relative_to(site)).replace("\\", "/")
+    raise AssertionError("no Chinese emphasis in the zh edition to check")
+
+
+def test_chinese_emphasis_is_upright_not_fake_italics(page, server, site):
+    page.page.goto(f"{server}/{_chinese_emphasis(site)}")
+    em = page.page.locator("article em").filter(has_text=re.compile("[\u4e00-\u9fff]"))
+    style = em.first.evaluate(
+        "e => [getComputedStyle(e).fontStyle, getComputedStyle(e).textEmphasisStyle]"
+    )
+    assert style[0] == "normal" and "dot" in style[1], style

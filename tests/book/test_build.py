@@ -3,32 +3,31 @@
 from __future__ import annotations
 
 import ast
-import importlib
+import html
 import pathlib
 import re
 
-import pytest
-
-from .conftest import DOCS, ROOT
+from .conftest import CHAPTERS, DOCS, ROOT
 
 RST = sorted(p for p in DOCS.rglob("*.rst") if "locale" not in p.parts)
 
 
 def test_every_edition_builds_with_warnings_as_errors(site):
-    for path in [
-        "index.html",
-        "en/index.html",
-        "zh_CN/index.html",
-        "slides/en/decks.html",
-        "slides/zh_CN/decks.html",
-    ]:
+    pages = ["index.html", "en/index.html", "zh_CN/index.html"]
+    pages += [f"slides/{lang}/index.html" for lang in ("en", "zh_CN")]
+    pages += [
+        f"slides/{lang}/{chapter}/index.html"
+        for lang in ("en", "zh_CN")
+        for chapter in CHAPTERS
+    ]
+    for path in pages:
         assert (site / path).is_file(), path
 
 
 def _literalincludes():
     pattern = re.compile(
-        r"^(?P<indent>\s*)\.\. literalinclude:: (?P<path>\S+)\n"
-        r"(?P<opts>(?:(?P=indent)\s+:.*\n)*)",
+        r"^(?P<indent>[ \t]*)\.\. literalinclude:: (?P<path>\S+)\n"
+        r"(?P<opts>(?:(?P=indent)[ \t]+:.*\n)*)",
         re.M,
     )
     for rst in RST:
@@ -74,41 +73,88 @@ def test_each_literalinclude_target_and_pyobject_exists():
     assert seen > 0
 
 
-def test_each_autodoc_target_imports():
-    pattern = re.compile(r"^\s*\.\. auto(module|class|function):: (\S+)", re.M)
-    seen = 0
-    for rst in RST:
-        for kind, target in pattern.findall(rst.read_text(encoding="utf-8")):
-            if kind == "module":
-                importlib.import_module(target)
-            else:
-                module, _, name = target.rpartition(".")
-                assert hasattr(importlib.import_module(module), name), target
-            seen += 1
-    assert seen > 0
+def _toctree(index: pathlib.Path) -> list[str]:
+    body = index.read_text(encoding="utf-8").split(".. toctree::", 1)[1]
+    return re.findall(r"^   (\w[\w/-]*)\s*$", body, re.M)
 
 
-@pytest.mark.parametrize(
-    "deck", sorted(DOCS.glob("*/slides.rst")), ids=lambda p: p.parent.name
-)
-def test_each_deck_includes_exactly_its_chapters_sections(deck):
-    index = (deck.parent / "index.rst").read_text(encoding="utf-8")
-    toc = re.findall(r"^   (\w[\w/-]*)\s*$", index.split(".. toctree::", 1)[1], re.M)
-    included = re.findall(
-        r"^\.\. include:: (\S+)\.rst", deck.read_text(encoding="utf-8"), re.M
-    )
-    assert included == toc, "the deck must follow the chapter's toctree"
-    assert ":booklink:" in deck.read_text(encoding="utf-8"), (
-        "a deck links back to the book"
-    )
+def sections() -> list[pathlib.Path]:
+    """Every section of every chapter, from the chapters' own toctrees."""
+    return [
+        DOCS / chapter / f"{name}.rst"
+        for chapter in CHAPTERS
+        for name in _toctree(DOCS / chapter / "index.rst")
+    ]
 
 
 def test_every_section_ends_with_key_points():
-    for deck in DOCS.glob("*/slides.rst"):
-        for name in re.findall(
-            r"^\.\. include:: (\S+)", deck.read_text(encoding="utf-8"), re.M
-        ):
-            text = (deck.parent / name).read_text(encoding="utf-8")
-            assert ":class: keypoints" in text, (
-                f"{deck.parent.name}/{name} has no key points"
-            )
+    missing = [
+        str(s.relative_to(DOCS))
+        for s in sections()
+        if ":class: keypoints" not in s.read_text(encoding="utf-8")
+    ]
+    assert sections() and not missing, f"sections without key points: {missing}"
+
+
+def test_every_public_module_of_the_package_has_an_api_entry(site):
+    """The API pages are generated: each module pkgutil finds is documented."""
+    import pkgutil
+
+    def walk(folder: pathlib.Path, prefix: str):
+        for m in pkgutil.iter_modules([str(folder)], prefix):
+            if not m.name.rpartition(".")[2].startswith("_"):
+                yield m.name
+                if m.ispkg:
+                    yield from walk(folder / m.name.rpartition(".")[2], m.name + ".")
+
+    modules = set(walk(ROOT / "reference" / "aiinfra", "aiinfra."))
+    html = "".join(
+        p.read_text(encoding="utf-8") for p in (site / "en" / "api").glob("*.html")
+    )
+    anchors = set(re.findall(r'id="module-(aiinfra[\w.]*)"', html))
+    assert modules and modules <= anchors, sorted(modules - anchors)
+
+
+def test_each_listing_names_its_module_and_links_to_its_api_entry(site):
+    checked = 0
+    for rst, target, opts in _literalincludes():
+        page = rst.relative_to(DOCS).with_suffix(".html")
+        html = (site / "en" / page).read_text(encoding="utf-8")
+        module = ".".join(
+            pathlib.PurePosixPath(target).with_suffix("").parts[3:]  # /../reference/
+        ).removesuffix(".__init__")
+        name = f"{module}.{opts['pyobject'].strip()}" if "pyobject" in opts else module
+        links = re.findall(
+            r'<p class="aiinfra-source"><a class="reference internal" '
+            r'href="([^"]+)"[^>]*><code[^>]*><span class="pre">([^<]+)</span>',
+            html,
+        )
+        hrefs = [href for href, text in links if text == name]
+        assert hrefs, f"{page}: no source link for {name}"
+        for href in hrefs:
+            path, _, anchor = href.partition("#")
+            api = (site / "en" / page).parent / path
+            assert f'id="{anchor}"' in api.read_text(encoding="utf-8"), href
+        checked += 1
+    assert checked > 0
+
+
+def test_each_chapter_has_a_deck_with_its_sections_and_a_link_to_the_book(site):
+    for chapter in CHAPTERS:
+        raw = (site / "slides" / "en" / chapter / "index.html").read_text("utf-8")
+        deck = html.unescape(raw).replace("\u2019", "'").replace("\u201c", '"')
+        deck = deck.replace("\u201d", '"')
+        for section in _toctree(DOCS / chapter / "index.rst"):
+            text = (DOCS / chapter / f"{section}.rst").read_text(encoding="utf-8")
+            title = text.lstrip().splitlines()[0].strip()
+            assert f"{title}<" in deck, f"{chapter} deck lacks {section} ({title!r})"
+        assert f'href="../../../en/{chapter}/index.html"' in raw
+
+
+def test_front_page_lists_every_chapter_with_its_deck(site):
+    for lang in ("en", "zh_CN"):
+        html = (site / lang / "index.html").read_text(encoding="utf-8")
+        decks = re.findall(r'class="deck-link[^"]*" href="([^"]+)"', html)
+        assert decks == [f"../slides/{lang}/{c}/index.html" for c in CHAPTERS]
+        for deck in decks:
+            assert ((site / lang) / deck).resolve().is_file(), deck

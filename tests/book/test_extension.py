@@ -1,7 +1,11 @@
-"""The book's Sphinx extension: computed numbers, tables, figures and their errors."""
+"""The book's Sphinx extension, piece by piece: formats, the cache, what counts as
+words, the chapter list, the generated API pages, figure text, and a broken
+computation failing the build."""
 
 from __future__ import annotations
 
+import pathlib
+import re
 import subprocess
 import sys
 import textwrap
@@ -11,7 +15,7 @@ import pytest
 from .conftest import DOCS, ROOT
 
 sys.path.insert(0, str(DOCS / "_ext"))
-import aiinfra_book  # noqa: E402
+from aiinfra_book import api, cache, chapters, compute, figures  # noqa: E402
 
 
 @pytest.mark.parametrize(
@@ -28,20 +32,176 @@ import aiinfra_book  # noqa: E402
     ],
 )
 def test_format_value(value, spec, text):
-    assert aiinfra_book.format_value(value, spec) == text
+    assert compute.format_value(value, spec) == text
 
 
 @pytest.mark.parametrize("target", ["busbw_factor(2)", ":x", "aiinfra.comm.results:"])
 def test_evaluate_rejects_a_target_without_module_and_expression(target):
     with pytest.raises(ValueError, match="expected 'module:expression'"):
-        aiinfra_book.evaluate(target)
+        compute.evaluate(target)
 
 
 def test_evaluate_runs_the_expression_in_the_module():
-    assert (
-        aiinfra_book.evaluate('aiinfra.comm.results:busbw_factor("all_reduce", 4)')
-        == 1.5
+    assert compute.evaluate("math:comb(5, 2) + pi * 0") == 10
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("sequence length N", True),
+        ("peak MiB (forward + backward)", True),
+        ("time ($\\mu$s)", True),
+        ("fp16", False),  # a name with a digit
+        ("Llama-3-8B", False),
+        ("64 MiB", False),  # a size
+        ("r0", False),
+        ("ring_all_reduce", False),  # code
+        ("1.5e+09", False),
+        ("$\\alpha$", False),  # math only
+        ("p", False),
+    ],
+)
+def test_only_words_are_messages(text, words):
+    assert compute.is_words(text) is words
+
+
+def _stub_package(tmp_path: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
+    package, data = tmp_path / "pkg", tmp_path / "data"
+    package.mkdir()
+    data.mkdir()
+    (package / "a.py").write_text("X = 1\n")
+    (data / "r.json").write_text("{}")
+    return package, data
+
+
+def test_cache_computes_once_and_returns_the_stored_value(tmp_path):
+    package, data = _stub_package(tmp_path)
+    calls = []
+    store = cache.Cache(tmp_path / "c", package, data)
+    first = store.get("m:f()", lambda: calls.append(1) or {"v": 3})
+    again = cache.Cache(tmp_path / "c", package, data).get("m:f()", lambda: 1 / 0)
+    assert first == again == {"v": 3} and calls == [1]
+
+
+@pytest.mark.parametrize("changed", ["a.py", "r.json"])
+def test_cache_key_changes_with_the_sources_and_the_data(tmp_path, changed):
+    package, data = _stub_package(tmp_path)
+    before = cache.Cache(tmp_path / "c", package, data)
+    before.get("m:f()", lambda: "old")
+    (package / changed if changed.endswith(".py") else data / changed).write_text("2")
+    after = cache.Cache(tmp_path / "c", package, data)
+    assert after.stamp != before.stamp
+    assert after.get("m:f()", lambda: "new") == "new"
+
+
+def test_cache_stamp_names_the_python_torch_and_package_versions(tmp_path):
+    import platform
+
+    import torch
+
+    stamp = cache.stamp(*_stub_package(tmp_path))
+    assert f"python={platform.python_version()}" in stamp
+    assert f"torch={torch.__version__}" in stamp
+    assert re.search(r"aiinfra=\d", stamp)
+
+
+def test_chapters_are_the_entries_of_the_toctree_named_chapters(tmp_path):
+    (tmp_path / "index.rst").write_text(
+        "T\n=\n\n.. toctree::\n   :caption: Reference\n\n   glossary\n\n"
+        ".. toctree::\n   :hidden:\n   :name: chapters\n\n   b/index\n   a/index\n"
     )
+    assert chapters.chapters(tmp_path) == ["b", "a"]
+
+
+@pytest.mark.parametrize(
+    ("toctree", "match"),
+    [
+        ("   :maxdepth: 1\n\n   a/index\n", "no toctree with ':name: chapters'"),
+        ("   :name: chapters\n\n   a/intro\n", "is not '<folder>/index'"),
+    ],
+)
+def test_chapters_rejects_a_root_without_a_proper_chapters_toctree(
+    tmp_path, toctree, match
+):
+    (tmp_path / "index.rst").write_text(f"T\n=\n\n.. toctree::\n{toctree}")
+    with pytest.raises(ValueError, match=match):
+        chapters.chapters(tmp_path)
+
+
+def test_api_pages_follow_the_package_folders(tmp_path):
+    package = tmp_path / "aiinfra"
+    (package / "comm").mkdir(parents=True)
+    (package / "newpkg" / "deep").mkdir(parents=True)
+    (package / "__init__.py").write_text('"""Root."""\n')
+    (package / "report.py").write_text("")
+    (package / "comm" / "__init__.py").write_text('"""Collectives.\n\nMore."""\n')
+    (package / "comm" / "ring.py").write_text("")
+    (package / "comm" / "_validate.py").write_text("")
+    (package / "newpkg" / "__init__.py").write_text("")
+    (package / "newpkg" / "deep" / "__init__.py").write_text("")
+    (package / "newpkg" / "deep" / "x.py").write_text("")
+    folder = tmp_path / "api"
+    folder.mkdir()
+    (folder / "gone.rst").write_text(api.MARK + "\n")  # a removed subpackage's page
+    (folder / "index.rst").write_text("kept")
+    assert api.write_api_pages(folder, package) == ["aiinfra", "comm", "newpkg"]
+    assert sorted(p.name for p in folder.glob("*.rst")) == [
+        "aiinfra.rst",
+        "comm.rst",
+        "index.rst",
+        "newpkg.rst",
+    ]
+    comm = (folder / "comm.rst").read_text()
+    assert "Collectives (aiinfra.comm)\n==========================" in comm
+    modules = re.findall(r"^\.\. automodule:: (\S+)\n   :members:", comm, re.M)
+    assert modules == ["aiinfra.comm.ring"]  # not the private _validate
+    new = (folder / "newpkg.rst").read_text()
+    assert re.findall(r"automodule:: (\S+)\n   :members:", new) == [
+        "aiinfra.newpkg.deep.x"
+    ]
+    root = (folder / "aiinfra.rst").read_text()
+    assert "aiinfra.report" in root and "aiinfra.comm.ring" not in root
+
+
+def _figure():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    fig = Figure()
+    ax = fig.subplots()
+    ax.bar(["ring", "tree"], [1, 2], label="measured time")
+    ax.set_xlabel("algorithm")
+    ax.set_ylabel("time (us)")
+    ax.set_title("all-reduce on 8 ranks")  # a digit: stays as it is
+    ax.annotate("crossover", (0, 1))
+    ax.legend()
+    return fig
+
+
+def test_figure_strings_are_the_words_a_reader_reads():
+    assert figures.figure_strings(_figure()) == [
+        "algorithm",
+        "time (us)",
+        "crossover",
+        "measured time",
+        "ring",
+        "tree",
+    ]
+
+
+def test_a_figure_is_drawn_with_its_words_translated_in_a_cjk_font():
+    if not figures.cjk_fonts():
+        pytest.skip("no CJK font (apt-get install fonts-wqy-microhei)")
+    zh = {"algorithm": "算法", "ring": "环形", "measured time": "实测时间"}
+    svg = figures.render_svg(_figure(), zh, cjk=True)
+    texts = re.findall(r"<!-- (.*?) -->", svg)
+    # The category tick label is redrawn at save time: it must stay translated.
+    assert {"算法", "环形", "实测时间", "tree", "all-reduce on 8 ranks"} <= set(texts)
+    assert "algorithm" not in texts and "ring" not in texts
+    # Glyphs drawn as paths from the CJK font, so no reader needs the font.
+    assert re.search(r'id="WenQuanYi|id="Noto', svg)
 
 
 def _build(tmp_path, body: str) -> subprocess.CompletedProcess:
@@ -50,20 +210,25 @@ def _build(tmp_path, body: str) -> subprocess.CompletedProcess:
     (src / "conf.py").write_text(
         f"import sys\nsys.path.insert(0, {str(DOCS / '_ext')!r})\n"
         "extensions = ['aiinfra_book']\n"
+        f"aiinfra_cache_dir = {str(tmp_path / 'cache')!r}\n"
+        f"aiinfra_figure_dir = {str(tmp_path / 'figures')!r}\n"
     )
     (src / "index.rst").write_text("Title\n=====\n\n" + textwrap.dedent(body))
+    cmd = [sys.executable, "-m", "sphinx", "-b", "html", "-W", "-q", "-E"]
     return subprocess.run(
-        [sys.executable, "-m", "sphinx", "-b", "html", "-W", "-q", "-E",
-         str(src), str(tmp_path / "out")],
-        capture_output=True, text=True, cwd=ROOT, timeout=120,
-    )  # fmt: skip
+        [*cmd, str(src), str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
 
 
 def test_calc_role_and_table_directive_render_computed_values(tmp_path):
     body = """
     Factor :calc:`aiinfra.comm.results:busbw_factor("all_reduce", 8)|.3f` here.
 
-    .. aiinfra-table:: aiinfra.comm.results:busbw_factor_table(ns=(2, 4))
+    .. aiinfra-table:: aiinfra.report:Table(["kind", "n"], [["ring", 1]], "N.", "s")
 
        Bus-bandwidth factors.
     """
@@ -71,7 +236,9 @@ def test_calc_role_and_table_directive_render_computed_values(tmp_path):
     assert out.returncode == 0, out.stderr
     html = (tmp_path / "out" / "index.html").read_text()
     assert "Factor <span" in html and ">1.750</span>" in html
-    assert "Bus-bandwidth factors." in html and "all_reduce" in html
+    assert "Bus-bandwidth factors." in html and "ring" in html
+    assert '<p class="aiinfra-table-note">N.</p>' in html
+    assert '<p class="aiinfra-table-note aiinfra-table-stamp">s</p>' in html
 
 
 @pytest.mark.parametrize(

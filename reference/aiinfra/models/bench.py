@@ -186,8 +186,9 @@ def run_bench(cfg: AttentionBenchConfig) -> dict[str, Any]:
     """Time every implementation, pass and length; the body of a results file.
 
     Returns:
-        ``{"config": ..., "rows": [{"impl", "pass", "N", "ms", "peak_mib",
-        "tflops"}, ...]}``.
+        The ``config`` (the settings) and the ``rows``, one dictionary per
+        implementation, pass and length with ``impl``, ``pass``, ``N``, ``ms``,
+        ``peak_mib`` and ``tflops``.
     """
     rows = []
     dtype = DTYPES[cfg.dtype]

@@ -1,0 +1,46 @@
+"""Sphinx extension of the book: one package, one module per idea.
+
+- :mod:`.compute`: values, tables and figures computed by the reference package at
+  build time (``:calc:``, ``aiinfra-table``, ``aiinfra-figure``), with one disk cache
+  (:mod:`.cache`) for values and figures alike. :mod:`.figures` renders a figure's
+  text in the edition's language.
+- :mod:`.slides`: the revealjs build. A chapter's deck is its ``index`` page with the
+  chapter's toctree replaced by the sections themselves; prose moves into speaker
+  notes, key points get a slide, and each figure, table or listing a slide of its own.
+- :mod:`.links`: links across the site (``:booklink:``, the Slides button, the
+  language switch, the chapter list of the front page, the source of each listing).
+- :mod:`.api`: the API reference pages, one per subpackage, generated from the
+  package's folders.
+- :mod:`.chapters`: which folders are chapters (the ``chapters`` toctree of the
+  root document): the one list every generated page is derived from.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from docutils import nodes
+from sphinx.application import Sphinx
+from sphinx.transforms import SphinxTransform
+
+from . import api, compute, figures, links, slides
+
+
+class MathIsNotProse(SphinxTransform):
+    """Keep display math out of the translation catalogues: it reads the same in
+    both languages. Runs before Sphinx's Locale transform (priority 20)."""
+
+    default_priority = 10
+
+    def apply(self, **kwargs: Any) -> None:
+        for node in self.document.findall(nodes.math_block):
+            node["translatable"] = False
+
+
+def setup(app: Sphinx) -> dict[str, Any]:
+    app.add_transform(MathIsNotProse)
+    for module in (compute, figures, slides, links, api):
+        module.setup(app)
+    # sphinx-revealjs is not parallel-safe, and neither is the figure cache's
+    # bookkeeping: the builds run in parallel processes instead (tools/book.py).
+    return {"version": "2.0", "parallel_read_safe": False, "parallel_write_safe": False}

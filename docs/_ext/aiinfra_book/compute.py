@@ -1,0 +1,233 @@
+"""Values and tables computed by the reference package at build time.
+
+- ``:calc:`module:expression|format``` evaluates ``expression`` in ``module``'s
+  namespace and inserts the formatted value, so prose cannot drift from the code.
+- ``.. aiinfra-table:: module:expression`` renders an :class:`aiinfra.report.Table`.
+  What a reader reads as words is translatable: the caption, the column headers, the
+  row labels that are words (:func:`is_words`) and the table's ``note``. Numbers and
+  the computed ``stamp`` (a date, a machine) never are: they would change the
+  catalogue at every measurement.
+
+Results come from one disk cache (:mod:`.cache`). A page that shows a computed result
+is re-read whenever the cache's stamp changes (new sources, data or versions), so an
+incremental build never shows a stale number.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pathlib
+import re
+from typing import Any
+
+from docutils import nodes
+from sphinx.application import Sphinx
+from sphinx.config import Config
+from sphinx.environment import BuildEnvironment
+from sphinx.util.docutils import SphinxDirective, SphinxRole
+
+from .cache import Cache
+
+_CACHES: dict[str, Cache] = {}
+
+
+def cache_for(config: Config) -> Cache:
+    """The cache of this build's configuration (one per process)."""
+    folder = str(config.aiinfra_cache_dir)
+    if folder not in _CACHES:
+        _CACHES[folder] = Cache(
+            pathlib.Path(folder),
+            pathlib.Path(config.aiinfra_package_dir),
+            pathlib.Path(config.aiinfra_data_dir),
+        )
+    return _CACHES[folder]
+
+
+def evaluate(target: str, cache: Cache | None = None, **names: Any) -> Any:
+    """Evaluate ``module:expression`` in the module's namespace plus ``names``.
+
+    Args:
+        target: ``"aiinfra.comm.cost:busbw_factor('all_reduce', 8)"``.
+        cache: where to look the result up and store it; ``None`` computes.
+        names: extra names visible to the expression.
+
+    Raises:
+        ValueError: ``target`` has no ``module:`` prefix or no expression.
+    """
+    module_name, sep, expression = target.partition(":")
+    if not sep or not module_name.strip() or not expression.strip():
+        raise ValueError(
+            f"expected 'module:expression', e.g. 'aiinfra.comm.cost:busbw_factor(...)',"
+            f" got {target!r}"
+        )
+
+    def compute() -> Any:
+        module = importlib.import_module(module_name.strip())
+        namespace = dict(vars(module), **names)
+        return eval(expression.strip(), namespace)  # noqa: S307 - the book's sources
+
+    return compute() if cache is None else cache.get(target.strip(), compute)
+
+
+def evaluate_in(directive: SphinxDirective | SphinxRole, target: str) -> Any:
+    """Evaluate for a page: cached, and the page is noted as computed."""
+    env = directive.env
+    env.aiinfra_computed.add(env.current_document.docname)
+    docs = pathlib.Path(env.srcdir)
+    return evaluate(target, cache_for(directive.config), DOCS=docs)
+
+
+def format_value(value: Any, spec: str) -> str:
+    """Format a computed value: a Python format spec or ``bytes``/``si``/``pct``."""
+    spec = spec.strip()
+    if spec == "bytes":
+        units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"]
+        v, i = float(value), 0
+        while abs(v) >= 1024 and i < len(units) - 1:
+            v, i = v / 1024, i + 1
+        return f"{v:.3g} {units[i]}" if i else f"{int(value)} B"
+    if spec == "si":
+        prefixes = ["", "k", "M", "G", "T", "P", "E"]
+        v, i = float(value), 0
+        while abs(v) >= 1000 and i < len(prefixes) - 1:
+            v, i = v / 1000, i + 1
+        return f"{v:.3g} {prefixes[i]}".rstrip()
+    if spec == "pct":
+        return f"{100 * float(value):.1f} %"
+    return format(value, spec) if spec else str(value)
+
+
+_MATH = re.compile(r"\$[^$]*\$")
+
+
+def is_words(text: str) -> bool:
+    """Whether a label or figure text is words a translator translates.
+
+    Words: at least one run of three letters, no digit (outside ``$...$``) and no
+    code name (``ring_all_reduce``). Numbers, sizes (``64 MiB``), names with digits
+    (``fp16``, ``Llama-3-8B``, ``r0``) and code are not words, and stay as they are
+    in every language.
+    """
+    text = _MATH.sub("", text)
+    if re.search(r"\d|\w_\w", text):
+        return False
+    return re.search(r"[A-Za-z]{3,}", text) is not None
+
+
+class CalcRole(SphinxRole):
+    """``:calc:`module:expression|spec```: a number computed at build time."""
+
+    def run(self) -> tuple[list[nodes.Node], list[nodes.system_message]]:
+        target, _, spec = self.text.rpartition("|")
+        if not target:  # no "|": the whole text is the target
+            target, spec = self.text, ""
+        try:
+            text = format_value(evaluate_in(self, target), spec)
+        except Exception as exc:  # noqa: BLE001 - reported as a build error
+            msg = self.inliner.reporter.error(
+                f":calc:`{self.text}` failed: {type(exc).__name__}: {exc}",
+                line=self.lineno,
+            )
+            return [nodes.problematic(self.rawtext, self.rawtext)], [msg]
+        return [nodes.inline(self.rawtext, text, classes=["calc"])], []
+
+
+def _words(text: str, source: str, line: int, **attributes: Any) -> nodes.paragraph:
+    """A paragraph that gettext extracts (it has a source) and Locale translates."""
+    para = nodes.paragraph(text, text, **attributes)
+    para.source, para.line = source, line
+    return para
+
+
+class TableDirective(SphinxDirective):
+    """``.. aiinfra-table:: module:expression``: a Table computed at build time."""
+
+    required_arguments = 1
+    final_argument_whitespace = True
+    has_content = True
+
+    def run(self) -> list[nodes.Node]:
+        from aiinfra.report import format_cell
+
+        target = self.arguments[0]
+        try:
+            table = evaluate_in(self, target)
+            columns, rows = table.columns, table.rows
+            note, stamp = table.note, getattr(table, "stamp", "")
+        except Exception as exc:  # noqa: BLE001
+            return [
+                self.state_machine.reporter.error(
+                    f"aiinfra-table {target!r} failed: {type(exc).__name__}: {exc}",
+                    line=self.lineno,
+                )
+            ]
+        source, line = self.get_source_info()
+        tnode = nodes.table(classes=["aiinfra-table"])
+        if self.content:
+            text = " ".join(line.strip() for line in self.content if line.strip())
+            title = nodes.title(text, text)
+            title.source, title.line = source, line
+            tnode += title
+        group = nodes.tgroup(cols=len(columns))
+        tnode += group
+        for _ in columns:
+            group += nodes.colspec(colwidth=1)
+        thead, tbody = nodes.thead(), nodes.tbody()
+        thead += nodes.row(
+            "", *(nodes.entry("", _words(c, source, line)) for c in columns)
+        )
+        for r in rows:
+            row = nodes.row()
+            for i, v in enumerate(r):
+                text = format_cell(v)
+                if i == 0 and isinstance(v, str) and is_words(text):
+                    row += nodes.entry("", _words(text, source, line))
+                else:
+                    row += nodes.entry("", nodes.paragraph("", text))
+            tbody += row
+        group += thead
+        group += tbody
+        out: list[nodes.Node] = [tnode]
+        if note:
+            out.append(_words(note, source, line, classes=["aiinfra-table-note"]))
+        if stamp:
+            para = nodes.paragraph(
+                "", stamp, classes=["aiinfra-table-note", "aiinfra-table-stamp"]
+            )
+            para["translatable"] = False  # computed: never a message
+            out.append(para)
+        return out
+
+
+def _init_env(app: Sphinx, env: BuildEnvironment, docnames: list[str]) -> None:
+    if not hasattr(env, "aiinfra_computed"):
+        env.aiinfra_computed = set()
+
+
+def _purge(app: Sphinx, env: BuildEnvironment, docname: str) -> None:
+    getattr(env, "aiinfra_computed", set()).discard(docname)
+
+
+def _stale(
+    app: Sphinx, env: BuildEnvironment, added: set, changed: set, removed: set
+) -> list[str]:
+    """Pages with computed results whose inputs changed since the last build."""
+    stamp = cache_for(app.config).stamp
+    computed = getattr(env, "aiinfra_computed", set())
+    stale = [] if getattr(env, "aiinfra_stamp", None) == stamp else sorted(computed)
+    env.aiinfra_stamp = stamp
+    return stale
+
+
+def setup(app: Sphinx) -> None:
+    root = pathlib.Path(app.confdir).parent
+    app.add_config_value("aiinfra_package_dir", str(root / "reference" / "aiinfra"), "")
+    app.add_config_value(
+        "aiinfra_data_dir", str(pathlib.Path(app.confdir) / "_data"), ""
+    )
+    app.add_config_value("aiinfra_cache_dir", str(root / "build" / ".book-cache"), "")
+    app.add_role("calc", CalcRole())
+    app.add_directive("aiinfra-table", TableDirective)
+    app.connect("env-before-read-docs", _init_env)
+    app.connect("env-purge-doc", _purge)
+    app.connect("env-get-outdated", _stale)

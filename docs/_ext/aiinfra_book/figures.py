@@ -1,0 +1,272 @@
+"""Figures drawn by the reference package at build time, in the edition's language.
+
+``.. aiinfra-figure:: module:expression`` calls a function returning a matplotlib
+``Figure`` (from the cache of :mod:`.cache`, like every computed value) and inserts
+it as an SVG; the directive's content is the caption.
+
+A figure's words are part of the chapter's catalogue. The directive collects the
+strings a reader reads (titles, axis labels, legend entries, annotations, tick labels
+that are words; see :func:`~.compute.is_words`) into a :class:`figure_texts` node.
+The gettext build extracts them as messages; in the other builds Sphinx's Locale
+transform hands the node their translations, and :class:`RenderFigures`, which runs
+after it, sets the translated strings on the figure's artists and draws it with a
+font that has CJK glyphs. The SVG draws its glyphs as paths: the reader needs no font.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging as std_logging
+import os
+import pathlib
+import tempfile
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from docutils import nodes
+from docutils.parsers.rst import directives
+from sphinx import addnodes
+from sphinx.application import Sphinx
+from sphinx.transforms import SphinxTransform
+from sphinx.util import logging
+from sphinx.util.docutils import SphinxDirective
+
+from .compute import cache_for, evaluate, evaluate_in, is_words
+
+logger = logging.getLogger(__name__)
+
+# Tried in order for glyphs DejaVu Sans lacks (matplotlib's per-glyph fallback).
+CJK_FONTS = [
+    "WenQuanYi Micro Hei",
+    "Noto Sans CJK SC",
+    "Noto Sans SC",
+    "Source Han Sans SC",
+]
+
+
+class figure_texts(nodes.Element, addnodes.translatable):  # noqa: N801 - docutils style
+    """The words of one figure: messages for gettext, translations for drawing."""
+
+    def preserve_original_messages(self) -> None:
+        self.setdefault("translations", {})
+
+    def apply_translated_message(self, original: str, translated: str) -> None:
+        self.setdefault("translations", {})[original] = translated
+
+    def extract_original_messages(self) -> Sequence[str]:
+        return list(self["texts"])
+
+
+def _is_figure(value: Any) -> bool:
+    return type(value).__name__ == "Figure" and hasattr(value, "savefig")
+
+
+def _artists(figure: Any) -> Iterator[tuple[Any, Any]]:
+    """``(text artist, tick axis or None)`` for every string a reader reads."""
+    if figure._suptitle is not None:
+        yield figure._suptitle, None
+    for ax in figure.axes:
+        yield from ((t, None) for t in (ax.title, ax._left_title, ax._right_title))
+        yield from ((t, None) for t in (ax.xaxis.label, ax.yaxis.label))
+        yield from ((t, None) for t in ax.texts)
+        legend = ax.get_legend()
+        if legend is not None:
+            yield from ((t, None) for t in legend.get_texts())
+            yield legend.get_title(), None
+        for axis in (ax.xaxis, ax.yaxis):
+            yield from ((t, axis) for t in axis.get_ticklabels())
+    for legend in figure.legends:
+        yield from ((t, None) for t in legend.get_texts())
+
+
+def figure_strings(figure: Any) -> list[str]:
+    """The figure's strings that are words, in drawing order, each once."""
+    figure.canvas.draw()  # tick labels exist only once drawn
+    seen: dict[str, None] = {}
+    for text, _ in _artists(figure):
+        s = text.get_text()
+        if s and is_words(s):
+            seen.setdefault(s, None)
+    return list(seen)
+
+
+def translate_figure(figure: Any, translations: dict[str, str]) -> None:
+    """Put the translated strings on the figure's artists (tick labels fixed)."""
+    figure.canvas.draw()
+    ticks: dict[Any, None] = {}
+    for text, axis in _artists(figure):
+        if text.get_text() in translations:
+            if axis is None:
+                text.set_text(translations[text.get_text()])
+            else:
+                ticks.setdefault(axis, None)
+    for axis in ticks:  # a formatter would redraw its own labels: freeze them
+        labels = [t.get_text() for t in axis.get_ticklabels()]
+        axis.set_ticks(axis.get_ticklocs(), [translations.get(s, s) for s in labels])
+
+
+def render_svg(figure: Any, translations: dict[str, str], cjk: bool) -> str:
+    """The figure as deterministic SVG, its words translated."""
+    import matplotlib
+    from matplotlib.text import Text
+
+    # WenQuanYi has no bold face: matplotlib says so for every bold title.
+    std_logging.getLogger("matplotlib.font_manager").setLevel(std_logging.ERROR)
+    rc = {"svg.hashsalt": "aiinfra-book", "svg.fonttype": "path"}
+    with matplotlib.rc_context(rc):
+        if cjk:
+            # matplotlib falls back glyph by glyph along a text's list of families;
+            # a generic family ("sans-serif") is one font, so the list is set here.
+            families = [matplotlib.rcParams["font.sans-serif"][0], *cjk_fonts()]
+            for text in figure.findobj(Text):
+                if text.get_fontfamily() == ["sans-serif"]:
+                    text.set_fontfamily(families)
+        if translations:
+            translate_figure(figure, translations)
+        buf = io.StringIO()
+        figure.savefig(buf, format="svg", metadata={"Date": None}, bbox_inches="tight")
+    return buf.getvalue()
+
+
+def cjk_fonts() -> list[str]:
+    """The fonts of :data:`CJK_FONTS` that matplotlib finds on this machine."""
+    from matplotlib import font_manager
+
+    names = {f.name for f in font_manager.fontManager.ttflist}
+    return [name for name in CJK_FONTS if name in names]
+
+
+class FigureDirective(SphinxDirective):
+    """``.. aiinfra-figure:: module:expression``: a figure drawn at build time."""
+
+    required_arguments = 1
+    final_argument_whitespace = True
+    has_content = True
+    option_spec = {"alt": directives.unchanged, "width": directives.unchanged}
+
+    def run(self) -> list[nodes.Node]:
+        target = self.arguments[0]
+        self.env.aiinfra_computed.add(self.env.current_document.docname)
+        try:
+            # Cached like the figure itself: drawing to find the words costs time.
+            texts = cache_for(self.config).get(
+                f"figure-strings\0{target}", lambda: _strings(self, target)
+            )
+        except Exception as exc:  # noqa: BLE001
+            return [
+                self.state_machine.reporter.error(
+                    f"aiinfra-figure {target!r} failed: {type(exc).__name__}: {exc}",
+                    line=self.lineno,
+                )
+            ]
+        source, line = self.get_source_info()
+        words = figure_texts("", texts=texts, target=target)
+        words.source, words.line = source, line
+        image = nodes.image(uri="", alt=self.options.get("alt", ""))
+        if "width" in self.options:
+            image["width"] = self.options["width"]
+        fig = nodes.figure("", image, words, classes=["aiinfra-figure"])
+        if self.content:
+            node = nodes.Element()
+            self.state.nested_parse(self.content, self.content_offset, node)
+            first = node[0] if len(node) else None
+            if isinstance(first, nodes.paragraph):
+                caption = nodes.caption(first.rawsource, "", *first.children)
+                caption.source, caption.line = first.source, first.line
+                fig += caption
+                rest = node.children[1:]
+            else:
+                rest = node.children
+            if rest:
+                fig += nodes.legend("", *rest)
+        self.add_name(fig)
+        return [fig]
+
+
+def _strings(directive: SphinxDirective, target: str) -> list[str]:
+    figure = evaluate_in(directive, target)
+    if not _is_figure(figure):
+        raise TypeError(f"expected a matplotlib Figure, got {type(figure)}")
+    try:
+        return figure_strings(figure)
+    finally:
+        _close(figure)
+
+
+def _close(figure: Any) -> None:
+    import matplotlib.pyplot as plt
+
+    plt.close(figure)
+
+
+class RenderFigures(SphinxTransform):
+    """Draw each figure in the edition's language, after Locale (priority 20)."""
+
+    default_priority = 25
+
+    def apply(self, **kwargs: Any) -> None:
+        if self.env._builder_cls.name == "gettext":
+            return  # the figure_texts nodes are its messages; nothing is drawn
+        lang = self.config.language or "en"
+        cjk = lang.startswith("zh")
+        for words in list(self.document.findall(figure_texts)):
+            try:
+                self._render(words, lang, cjk)
+            except Exception as exc:  # noqa: BLE001 - reported as a build error
+                logger.warning(
+                    "aiinfra-figure %r failed to draw: %s: %s",
+                    words["target"],
+                    type(exc).__name__,
+                    exc,
+                    location=words,
+                )
+                words.parent.remove(words)
+
+    def _render(self, words: figure_texts, lang: str, cjk: bool) -> None:
+        translations = words.get("translations", {})
+        if cjk and not cjk_fonts():
+            logger.warning(
+                "no CJK font for the figures of the Chinese edition: install one of "
+                "%s (Debian: apt-get install fonts-wqy-microhei)",
+                ", ".join(CJK_FONTS),
+                location=words,
+            )
+        target = words["target"]
+        cache = cache_for(self.config)
+
+        def draw() -> str:
+            docs = pathlib.Path(self.env.srcdir)
+            figure = evaluate(target, cache, DOCS=docs)
+            try:
+                return render_svg(figure, translations, cjk)
+            finally:
+                _close(figure)
+
+        # The drawn SVG is cached too, per language and translation: the book and
+        # the decks of one language draw each figure once.
+        fonts = cjk_fonts() if cjk else []
+        key = json.dumps([target, lang, sorted(translations.items()), fonts])
+        svg = cache.get(f"figure-svg\0{key}", draw)
+        folder = pathlib.Path(self.config.aiinfra_figure_dir) / lang
+        name = hashlib.sha256(target.encode()).hexdigest()[:16] + ".svg"
+        path = folder / name
+        folder.mkdir(parents=True, exist_ok=True)
+        if not path.exists() or path.read_text(encoding="utf-8") != svg:
+            fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(svg)
+            os.replace(tmp, path)  # atomic: the other builds may read it now
+        image = words.parent.next_node(nodes.image)
+        # Absolute URIs are relative to the source folder; the figure lives in build/.
+        image["uri"] = "/" + os.path.relpath(path, self.env.srcdir).replace(os.sep, "/")
+        words.parent.remove(words)
+
+
+def setup(app: Sphinx) -> None:
+    root = pathlib.Path(app.confdir).parent
+    app.add_config_value("aiinfra_figure_dir", str(root / "build" / "figures"), "")
+    app.add_node(figure_texts)
+    app.add_directive("aiinfra-figure", FigureDirective)
+    app.add_transform(RenderFigures)
