@@ -43,7 +43,7 @@ def test_reads_a_config_file(tmp_path, capsys):
     path = tmp_path / "config.json"
     path.write_text(json.dumps(PRESETS["gpt2"]))
     rc, out, _ = _run(["--config", str(path), "--seq", "1024", "--json"], capsys)
-    assert rc == 0 and "124,439,808" in json.loads(out)["note"]
+    assert rc == 0 and "124,439,808" in json.loads(out)["stamp"]
 
 
 def test_a_preset_and_its_config_file_give_the_same_table(tmp_path, capsys):

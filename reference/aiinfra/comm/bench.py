@@ -1,8 +1,9 @@
 """An nccl-tests-style benchmark: our collectives against torch.distributed's own.
 
 nccl-tests (NVIDIA) times a collective over a sweep of message sizes and prints the
-time, the algorithm and bus bandwidths (algbw, busbw; see :mod:`aiinfra.comm.results`) and #wrong,
-the elements that differ from the expected result. This does the same for each
+time, the algorithm and bus bandwidths (algbw, busbw; see
+:mod:`aiinfra.comm.results`) and #wrong, the elements that differ from the expected
+result. This does the same for each
 algorithm of :mod:`aiinfra.comm` and for torch.distributed's own implementation of
 that collective, on gloo (CPU) or NCCL (one GPU per rank). Once per size, each
 algorithm's output is compared with torch's for the same input (small integers, so

@@ -256,9 +256,10 @@ def cost_formula_table(
         ["algorithm", "latency term", "bandwidth term"]
         + ["latency (us)", "bandwidth (us)", "total (us)"],
         rows,
-        note=f"p = {p}, n = {format_bytes(n)}, link {link.name}: alpha = "
+        note="The alpha-beta-gamma model of Thakur, Rabenseifner & Gropp (2005).",
+        stamp=f"p = {p}, n = {format_bytes(n)}, link {link.name}: alpha = "
         f"{link.alpha * 1e6:g} us, beta = {link.beta * 1e12:g} ps/B, gamma = "
-        f"{link.gamma * 1e12:g} ps/B (Thakur, Rabenseifner & Gropp 2005)",
+        f"{link.gamma * 1e12:g} ps/B",
     )
 
 
@@ -276,5 +277,6 @@ def crossover_table(
     return Table(
         ["p", "recursive doubling vs ring", "recursive doubling vs Rabenseifner"],
         rows,
-        note=f"link {get_link(link).name}; 'never': they do not cross for n > 0",
+        note="'never': they do not cross for n > 0.",
+        stamp=f"link {get_link(link).name}",
     )

@@ -94,15 +94,17 @@ COLUMNS = {
 }
 
 
-def rows_table(rows: list[dict[str, Any]], note: str = "") -> Table:
+def rows_table(rows: list[dict[str, Any]], stamp: str = "") -> Table:
     """The rows as a :class:`~aiinfra.report.Table`, nccl-tests' columns."""
-    return Table(list(COLUMNS.values()), [[r[k] for k in COLUMNS] for r in rows], note)
+    cells = [[r[k] for k in COLUMNS] for r in rows]
+    note = "Measured by aiinfra bench collectives; the slowest rank's time per call."
+    return Table(list(COLUMNS.values()), cells, note, stamp)
 
 
 def results_table(
     collective: str | None = None, min_bytes: int = 0, backend: str = "gloo"
 ) -> Table:
-    """The measured rows as a table whose note is the results file's stamp.
+    """The measured rows as a table whose stamp is the results file's.
 
     Args:
         collective: keep only this collective's rows (e.g. ``"all_reduce"``).
@@ -111,7 +113,7 @@ def results_table(
     """
     measured = results.load("collectives", backend)
     st = measured["stamp"]
-    note = (
+    stamp = (
         f"{st['backend']}, {st['world_size']} ranks on {results.machine_label(st)}; "
         f"torch {st['torch']}, aiinfra {st['aiinfra']}; {st['date']}"
     )
@@ -121,7 +123,7 @@ def results_table(
         if (collective is None or r["collective"] == collective)
         and r["size"] >= min_bytes
     ]
-    return rows_table(rows, note)
+    return rows_table(rows, stamp)
 
 
 def busbw_ratio(

@@ -124,12 +124,11 @@ def memory_table(est: MemoryEstimate, title: str = "") -> Table:
         ("total", est.total),
     ]
     rows = [[name, int(b), round(b / GiB, 2), round(b / GB, 2)] for name, b in parts]
-    note = f"{title}; " if title else ""
-    note += (
-        f"Psi = {est.n_params:,} parameters; bytes per GPU; "
-        "GiB = 2^30 bytes, GB = 10^9 bytes."
+    note = "Bytes per GPU; GiB = 2^30 bytes, GB = 10^9 bytes."
+    stamp = (f"{title}; " if title else "") + f"Psi = {est.n_params:,} parameters"
+    return Table(
+        columns=["part", "bytes", "GiB", "GB"], rows=rows, note=note, stamp=stamp
     )
-    return Table(columns=["part", "bytes", "GiB", "GB"], rows=rows, note=note)
 
 
 def memory_report(

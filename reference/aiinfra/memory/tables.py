@@ -96,8 +96,8 @@ def recompute_table(
     return Table(
         columns=["configuration", "bytes per layer", f"GiB for {n_layers} layers"],
         rows=rows,
-        note=f"{model}: s={s}, b={b}, h={h}, a={a}; 16-bit activations; "
-        "GiB = 2^30 bytes.",
+        note="16-bit activations; GiB = 2^30 bytes.",
+        stamp=f"{model}: s = {s}, b = {b}, h = {h}, a = {a}",
     )
 
 
@@ -135,8 +135,9 @@ def measured_activations_table(
     return Table(
         columns=["dtype", "recompute", "paper Table 2", "predicted", "measured"],
         rows=rows,
-        note=f"Bytes, one layer, s={s}, b={b}, h={h}, a={a}; predicted = the paper's "
-        "terms at the dtype's element size + LayerNorm mean and 1/std.",
+        note="Bytes, one layer; predicted = the paper's terms at the dtype's element "
+        "size + LayerNorm mean and 1/std.",
+        stamp=f"s = {s}, b = {b}, h = {h}, a = {a}",
     )
 
 

@@ -226,10 +226,10 @@ COLUMNS = {
 def attention_table(body: dict[str, Any], note: str = "") -> Table:
     """The rows of :func:`run_bench` (or of a results file) as a table."""
     c = body["config"]
-    note = note or (
+    note = note or "Median time; MiB = 2^20 bytes allocated beyond the inputs."
+    stamp = (
         f"{c['device']}, {c['dtype']}, B={c['batch']}, H={c['heads']}, "
-        f"d={c['head_dim']}, causal={c['causal']}; median of {c['repeats']}; "
-        "MiB = 2^20 bytes beyond the inputs."
+        f"d={c['head_dim']}, causal={c['causal']}; {c['repeats']} repeats"
     )
     rows = [[r[k] for k in COLUMNS] for r in body["rows"]]
-    return Table(list(COLUMNS.values()), rows, note)
+    return Table(list(COLUMNS.values()), rows, note, stamp)

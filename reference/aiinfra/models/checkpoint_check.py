@@ -135,19 +135,23 @@ def equivalence_table() -> Table:
         rows.append([family, class_name, f"{diff:.1e}", f"{same} / {2 * NEW_TOKENS}"])
     layers, width = _SIZES["num_hidden_layers"], _SIZES["hidden_size"]
     note = (
-        f"Random models of {layers} layers and width {width}, built with "
-        "transformers, saved with save_pretrained and loaded with "
-        f"Transformer.from_pretrained. Logits in fp32 over two prompts of "
-        f"{PROMPT_LEN} tokens; then {NEW_TOKENS} tokens per prompt, by "
-        "generate(do_sample=False) and by this package's decoding with KV caches. "
-        "Llama: grouped-query attention; Mistral: a sliding window of "
-        f"{FAMILIES['Mistral'][1]['sliding_window']} tokens; Qwen2: query, key "
-        "and value biases, one KV head, a tied head; DeepSeek-V2: MLA with "
-        "full-rank queries; DeepSeek-V3: MLA with a query latent; GPT-2: "
-        "LayerNorm, GELU, learned positions, biases."
+        "Random models built with transformers, saved with save_pretrained and "
+        "loaded with Transformer.from_pretrained. Logits in fp32 over two prompts; "
+        "then greedy tokens per prompt, by generate(do_sample=False) and by this "
+        "package's decoding with KV caches. Llama: grouped-query attention; "
+        "Mistral: a sliding window shorter than the prompt; Qwen2: query, key and "
+        "value biases, one KV head, a tied head; DeepSeek-V2: MLA with full-rank "
+        "queries; DeepSeek-V3: MLA with a query latent; GPT-2: LayerNorm, GELU, "
+        "learned positions, biases."
+    )
+    stamp = (
+        f"{layers} layers, width {width}; prompts of {PROMPT_LEN} tokens, "
+        f"{NEW_TOKENS} new tokens each; Mistral's window "
+        f"{FAMILIES['Mistral'][1]['sliding_window']} tokens"
     )
     return Table(
         ["family", "transformers class", "max |logit difference|", "equal tokens"],
         rows,
         note,
+        stamp,
     )

@@ -108,12 +108,12 @@ def flops_check_table(
             int(measured),
         ],
     ]
-    note = (
-        f"Model: d={config.d_model}, L={config.n_layers}, H={config.n_heads}, "
-        f"G={config.n_kv_heads}, V={config.vocab_size}, T={seq_len}. Counted: "
-        "Module.parameters() and FlopCounterMode over forward + backward."
+    note = "Counted: Module.parameters() and FlopCounterMode over forward + backward."
+    stamp = (
+        f"d = {config.d_model}, L = {config.n_layers}, H = {config.n_heads}, "
+        f"G = {config.n_kv_heads}, V = {config.vocab_size}, T = {seq_len}"
     )
-    return Table(["quantity", "formula", "counted"], rows, note)
+    return Table(["quantity", "formula", "counted"], rows, note, stamp)
 
 
 def counted_parameters(c: TransformerConfig) -> int:
@@ -155,11 +155,12 @@ def flops_breakdown_table(
             ]
         )
     note = (
-        f"T = {seq_len}; GFLOP = 1e9 FLOPs per token of one training step. "
-        "Formula: count_parameters (Qwen2.5's query, key and value biases "
-        "included); module: this package's Transformer built from the same config "
-        "on the meta device."
+        "GFLOP = 1e9 FLOPs per token of one training step. Formula: "
+        "count_parameters (Qwen2.5's query, key and value biases included); "
+        "module: this package's Transformer built from the same config on the "
+        "meta device."
     )
+    stamp = f"T = {seq_len}"
     return Table(
         [
             "model",
@@ -171,4 +172,5 @@ def flops_breakdown_table(
         ],
         rows,
         note,
+        stamp,
     )

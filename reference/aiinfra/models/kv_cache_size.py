@@ -149,12 +149,12 @@ def kv_cache_table(
             ]
         )
     note = (
-        f"Elements from DeepSeek-V2 Table 1; measured = elements held per token "
-        f"and layer by this package's caches. KiB and GiB (2^30 bytes) at "
-        f"{bytes_per_element} bytes per element; the last column is one sequence of "
-        f"{context} tokens (Mistral-7B's 4096-token sliding window would cap its "
-        "cache at 4096 tokens)."
+        "Elements from DeepSeek-V2 Table 1; measured = elements held per token and "
+        "layer by this package's caches. KiB and GiB (2^30 bytes); the last column "
+        "is one sequence of the stated length (Mistral-7B's 4096-token sliding "
+        "window would cap its cache at 4096 tokens)."
     )
+    stamp = f"{bytes_per_element} bytes per element; {context} tokens"
     return Table(
         [
             "model",
@@ -169,6 +169,7 @@ def kv_cache_table(
         ],
         rows,
         note,
+        stamp=stamp,
     )
 
 

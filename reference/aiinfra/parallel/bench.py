@@ -217,15 +217,15 @@ def results_table(backend: str = "gloo") -> Table:
         for r in res["rows"]
     ]
     st, cfg = res["stamp"], res["config"]
-    note = (
-        f"Median of {cfg['repeats']} repeats x {cfg['steps']} steps; "
+    note = "Median step time over the repeats, the variants timed in turn."
+    stamp = (
+        f"{cfg['repeats']} repeats x {cfg['steps']} steps; "
         f"{cfg['n_params']:,} parameters, batch {cfg['batch']}; {st['backend']}, "
         f"{st['world_size']} ranks on {results.machine_label(st)}, load "
         f"{st['load_1min']}; torch {st['torch']}; {st['date']}"
     )
-    return Table(
-        ["variant", "bucket (MiB)", "step (ms)", "/ DDP at 25 MiB"], rows, note
-    )
+    columns = ["variant", "bucket (MiB)", "step (ms)", "/ DDP at 25 MiB"]
+    return Table(columns, rows, note, stamp)
 
 
 def ddp_step_time_figure(backend: str = "gloo") -> Figure:

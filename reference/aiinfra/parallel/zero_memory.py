@@ -128,9 +128,8 @@ def memory_table(measurements: list[dict]) -> Table:
             "paper: sent / Psi",
         ],
         rows,
-        note=f"Bytes per rank (B = bytes), N = {world_size} {backend} ranks, "
-        f"Psi = {psi:,}, Psi_pad = {padded:,}; bf16 parameters and gradients, fp32 "
-        "master copy and Adam moments (K = 12), counted from tensor storages after "
-        "one step. "
-        "Sent: elements per rank per step, in the paper's convention.",
+        note="Bytes per rank (B = bytes); bf16 parameters and gradients, fp32 master "
+        "copy and Adam moments (K = 12), counted from tensor storages after one "
+        "step. Sent: elements per rank per step, in the paper's convention.",
+        stamp=f"N = {world_size} {backend} ranks, Psi = {psi:,}, Psi_pad = {padded:,}",
     )

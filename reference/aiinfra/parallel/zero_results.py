@@ -106,10 +106,10 @@ def loss_table() -> Table:
         for name, v in res["losses"].items()
     ]
     st = res["stamp"]
-    note = (
-        f"Loss of the whole batch (mean over {st['world_size']} gloo ranks), AdamW in "
-        f"fp32, {res['config']['n_steps']} steps; torch {st['torch']}, DeepSpeed "
-        f"{st['deepspeed']}; {st['date']}."
+    note = "Loss of the whole batch (the mean over the ranks), AdamW in fp32."
+    stamp = (
+        f"{st['world_size']} gloo ranks, {res['config']['n_steps']} steps; torch "
+        f"{st['torch']}, DeepSpeed {st['deepspeed']}; {st['date']}"
     )
     columns = [
         "implementation",
@@ -117,7 +117,7 @@ def loss_table() -> Table:
         "loss, last step",
         "max |gap| to one process",
     ]
-    return Table(columns, rows, note)
+    return Table(columns, rows, note, stamp)
 
 
 def estimator_table() -> Table:
@@ -143,5 +143,6 @@ def estimator_table() -> Table:
         "4 Psi/N (2) or 2 Psi/N + 4 L (3)",
         "DeepSpeed, CPU per node",
     ]
-    note = f"GB = 10^9 bytes; Psi = {psi:,}, N = {n}, L = {big:,}; no offload."
-    return Table(columns, rows, note)
+    note = "GB = 10^9 bytes; no offload."
+    stamp = f"Psi = {psi:,}, N = {n}, L = {big:,}"
+    return Table(columns, rows, note, stamp)

@@ -74,6 +74,7 @@ def numerics_table(names: tuple[str, ...] = tuple(DTYPES)) -> Table:
     return Table(
         columns=["example", "exact", *names],
         rows=rows,
-        note="Values after rounding to each format with PyTorch "
-        f"{torch.__version__.split('+')[0]}; tf32 emulated by masking fp32 bits.",
+        note="Values after rounding to each format with PyTorch; tf32 emulated by "
+        "masking fp32 bits.",
+        stamp=f"PyTorch {torch.__version__.split('+')[0]}",
     )

@@ -70,8 +70,9 @@ def loss_scale_trace(
             "GradScaler: scale after",
         ],
         rows=rows,
-        note=f"growth_interval={growth_interval}, backoff 0.5, growth 2; "
-        "an inf is written into one gradient at the marked steps.",
+        note="Backoff 0.5, growth 2; an inf is written into one gradient at the "
+        "marked steps.",
+        stamp=f"growth_interval = {growth_interval}",
     )
 
 
@@ -108,5 +109,6 @@ def master_weights_table(steps: int = 100) -> Table:
             "exact",
         ],
         rows=rows,
-        note=f"{steps} SGD steps on a weight of 1.",
+        note="SGD on a weight of 1.",
+        stamp=f"{steps} steps",
     )
