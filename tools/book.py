@@ -165,9 +165,11 @@ def translate() -> None:
 
 def stats() -> None:
     """Translated, fuzzy and untranslated counts per catalogue: sphinx-intl stat."""
+    # sphinx-intl stat exits 1 while anything is fuzzy or untranslated: that is
+    # the translator's to-do list, not a failure of this command.
     subprocess.run(
         [sys.executable, "-m", "sphinx_intl", "stat", "-d", str(LOCALE), "-l", "zh_CN"],
-        check=True,
+        check=False,
         cwd=ROOT,
     )
 
