@@ -244,3 +244,15 @@ def test_bench_collectives_joins_a_torchrun_job_instead_of_spawning():
     assert {r["algorithm"] for r in rows} == {"ring", "torch"}
     assert all(r["wrong"] == 0 for r in rows)
     assert json.loads(out.stdout[start:])["stamp"]["world_size"] == 2
+
+
+def test_chapter_commands_are_found_without_a_list():
+    # Every subpackage with a cli.py contributes its COMMANDS; no registry to edit.
+    import pathlib
+
+    import aiinfra
+
+    root = pathlib.Path(aiinfra.__file__).parent
+    expected = sorted(f"aiinfra.{p.parent.name}.cli" for p in root.glob("*/cli.py"))
+    assert cli.chapter_clis() == expected
+    assert len(cli.commands()) == 6

@@ -2,8 +2,8 @@
 
 Commands are two words, a chapter's group and a verb (``aiinfra bench collectives``,
 ``aiinfra comm cost``), or one (``aiinfra memory``). Each chapter lists its commands
-in its own ``cli.py`` as :class:`~aiinfra.clikit.Command` records; :data:`CHAPTERS`
-names those modules. Flags are checked before any work starts: a bad flag, or a
+in its own ``cli.py`` as :class:`~aiinfra.clikit.Command` records, found by
+:func:`chapter_clis`. Flags are checked before any work starts: a bad flag, or a
 ``ValueError`` raised while the flags are checked together (a config dataclass's
 validation), exits with status 2 and a message naming the flag; a missing optional
 package exits with status 1 and names the package and the extra that installs it.
@@ -15,24 +15,34 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import os
+import pkgutil
 import re
 import sys
 from collections.abc import Sequence
 
+import aiinfra
 from aiinfra.clikit import Command, MissingDependency
 
-CHAPTERS = (
-    "aiinfra.comm.cli",
-    "aiinfra.memory.cli",
-    "aiinfra.models.cli",
-    "aiinfra.parallel.cli",
-)
+
+def chapter_clis() -> list[str]:
+    """The ``cli`` modules of the package's subpackages, in name order.
+
+    A chapter adds commands by adding ``aiinfra/<package>/cli.py`` with a
+    ``COMMANDS`` tuple; nothing here lists them.
+    """
+    found = []
+    for info in pkgutil.iter_modules(aiinfra.__path__):
+        name = f"aiinfra.{info.name}.cli"
+        if info.ispkg and importlib.util.find_spec(name) is not None:
+            found.append(name)
+    return sorted(found)
 
 
 def commands() -> list[Command]:
-    """Every chapter's commands, in :data:`CHAPTERS` order."""
-    return [c for m in CHAPTERS for c in importlib.import_module(m).COMMANDS]
+    """Every chapter's commands, chapter by chapter (:func:`chapter_clis`)."""
+    return [c for m in chapter_clis() for c in importlib.import_module(m).COMMANDS]
 
 
 def build_parser() -> argparse.ArgumentParser:
