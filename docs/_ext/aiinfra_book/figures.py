@@ -29,9 +29,11 @@ from docutils import nodes
 from docutils.parsers.rst import directives
 from sphinx import addnodes
 from sphinx.application import Sphinx
+from sphinx.locale import init as init_locale
 from sphinx.transforms import SphinxTransform
 from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
+from sphinx.util.i18n import docname_to_domain
 
 from .compute import cache_for, evaluate, evaluate_in, is_words
 
@@ -224,8 +226,27 @@ class RenderFigures(SphinxTransform):
                 )
                 words.parent.remove(words)
 
+    def _translations(self, texts: Sequence[str]) -> dict[str, str]:
+        """Each of the figure's words that the chapter's catalogue translates.
+
+        Read from the catalogue here rather than through Sphinx's Locale transform:
+        that transform handles one node's messages as one, and skips them all as
+        soon as one of them is translated as itself (``all-reduce``, ``torch``).
+        """
+        if not self.config.language or self.config.language == "en":
+            return {}
+        domain = docname_to_domain(
+            self.env.current_document.docname, self.config.gettext_compact
+        )
+        dirs = [pathlib.Path(self.env.srcdir) / d for d in self.config.locale_dirs]
+        catalog, found = init_locale(dirs, self.config.language, domain)
+        if not found:
+            return {}
+        pairs = ((t, catalog.gettext(t)) for t in texts)
+        return {t: s for t, s in pairs if s and s != t}
+
     def _render(self, words: figure_texts, lang: str, cjk: bool) -> None:
-        translations = words.get("translations", {})
+        translations = self._translations(words["texts"])
         if cjk and not cjk_fonts():
             logger.warning(
                 "no CJK font for the figures of the Chinese edition: install one of "
