@@ -4,7 +4,7 @@
     python tools/book.py preview [--lang zh_CN] [--port 8000]   # live reload
     python tools/book.py serve [--port 8000] [--out DIR]
     python tools/book.py gettext           # docs -> build/gettext/*.pot
-    python tools/book.py translate         # gettext + sphinx-intl update + stat
+    python tools/book.py translate         # gettext + sphinx-intl update + stat + todo
     python tools/book.py stats             # sphinx-intl stat: per-catalogue counts
 
 The site folder (``build/site`` by default) holds ``en/`` and ``zh_CN/`` (the book;
@@ -161,6 +161,12 @@ def translate() -> None:
         cwd=ROOT,
     )
     stats()
+    # What is left, entry by entry: .po line, rst line, state, what to do.
+    subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "catalogues.py"), "todo"],
+        check=True,
+        cwd=ROOT,
+    )
 
 
 def stats() -> None:
