@@ -135,8 +135,8 @@ def gpu(session: nox.Session) -> None:
 
     The tests run the Triton kernels compiled and the distributed code over NCCL;
     the benchmarks (Triton attention forward and backward against SDPA, bf16, causal,
-    d = 128, N 1K-16K; DDP over NCCL on one rank) write ``*-cuda.json`` and
-    ``*-nccl.json`` results that the book renders where they exist.
+    d = 128, N 1K-16K; DDP over NCCL on one rank) write ``attention-cuda.json`` and
+    ``ddp-nccl.json``; no page renders them yet.
     """
     install(session, "docs", "test", "parallel")
     session.install(TRITON)

@@ -197,11 +197,6 @@ def write(
     return out
 
 
-def exists(kind: str, backend: str = "gloo") -> bool:
-    """Whether results of ``kind`` on ``backend`` are on disk."""
-    return results_path(kind, backend).is_file()
-
-
 def load(
     kind: str, backend: str = "gloo", path: str | Path | None = None
 ) -> dict[str, Any]:

@@ -73,6 +73,13 @@ def test_committed_results_meet_the_bar_and_render():
     ]
 
 
+def test_an_unmeasured_variant_is_named():
+    with pytest.raises(ValueError, match="measured pair .*got \\('ours ring', 25"):
+        bench.step_time_ms("ours ring")
+    with pytest.raises(ValueError, match="got \\('torch DDP', 3.0\\)"):
+        bench.step_time_ms("torch DDP", 3.0)
+
+
 def test_missing_results_name_the_command(tmp_path, monkeypatch):
     monkeypatch.setenv(results.DATA_ENV, str(tmp_path))
     command = "aiinfra bench ddp --backend gloo --world-size 2"

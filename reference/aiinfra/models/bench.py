@@ -223,10 +223,10 @@ COLUMNS = {
 }
 
 
-def attention_table(body: dict[str, Any], note: str = "") -> Table:
+def attention_table(body: dict[str, Any]) -> Table:
     """The rows of :func:`run_bench` (or of a results file) as a table."""
     c = body["config"]
-    note = note or "Median time; MiB = 2^20 bytes allocated beyond the inputs."
+    note = "Median time; MiB = 2^20 bytes allocated beyond the inputs."
     stamp = (
         f"{c['device']}, {c['dtype']}, B={c['batch']}, H={c['heads']}, "
         f"d={c['head_dim']}, causal={c['causal']}; {c['repeats']} repeats"

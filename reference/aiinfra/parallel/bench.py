@@ -162,8 +162,14 @@ def run_bench(cfg: DDPBenchConfig) -> dict[str, Any]:
 def _step_ms(res: dict, impl: str, bucket_mib: float | None = None) -> float:
     top = max(res["config"]["bucket_mib"])
     b = top if bucket_mib is None else bucket_mib
-    (row,) = [r for r in res["rows"] if r["impl"] == impl and r["bucket_mib"] == b]
-    return 1e3 * row["step_s"]
+    rows = [r for r in res["rows"] if r["impl"] == impl and r["bucket_mib"] == b]
+    if len(rows) != 1:
+        measured = sorted({(r["impl"], r["bucket_mib"]) for r in res["rows"]})
+        raise ValueError(
+            f"impl and bucket_mib must be a measured pair {measured}, got "
+            f"({impl!r}, {b})"
+        )
+    return 1e3 * rows[0]["step_s"]
 
 
 def step_time_ms(

@@ -88,15 +88,12 @@ def measure_zero(
     return run_distributed(measure_stages, world_size, widths, timeout=180)[0]
 
 
-def zero_memory_table(
-    world_size: int = 4, widths: tuple[int, ...] = MEMORY_WIDTHS
-) -> Table:
-    """Measured bytes and traffic per rank beside the paper's formulas."""
-    return memory_table(measure_zero(world_size, widths))
-
-
 def memory_table(measurements: list[dict]) -> Table:
-    """The table of :func:`zero_memory_table`, from :func:`measure_stages`' output."""
+    """Measured bytes and traffic per rank beside the paper's formulas.
+
+    Args:
+        measurements: the output of :func:`measure_stages` (or :func:`measure_zero`).
+    """
     rows = []
     for m in measurements:
         stage, psi, padded = m["stage"], m["psi"], m["psi_padded"]
