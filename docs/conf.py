@@ -158,12 +158,12 @@ if language.startswith("zh"):
 # ------------------------------------------------------------------ slides
 revealjs_style_theme = "white"
 revealjs_static_path = [str(DOCS / "_static"), _vendor_mathjax()]
-revealjs_css_files = ["revealjs/plugin/highlight/monokai.css", "slides.css"]
+revealjs_css_files = ["slides.css"]
 revealjs_script_conf = {
     "hash": True,
     "slideNumber": "c/t",
     "width": 1280,
-    "height": 760,
+    "height": 720,
     "margin": 0.04,
 }
 revealjs_script_plugins = [

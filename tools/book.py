@@ -1,6 +1,7 @@
 """Build, preview, serve and translate the book: the steps behind ``nox -s book``.
 
     python tools/book.py build [--lang en zh_CN] [--builder html revealjs] [--fresh]
+        [--deck-course TEXT] [--deck-lecturer TEXT] [--deck-date TEXT]
     python tools/book.py preview [--lang zh_CN] [--port 8000]   # live reload
     python tools/book.py serve [--port 8000] [--out DIR]
     python tools/book.py gettext           # docs -> build/gettext/*.pot
@@ -63,14 +64,35 @@ def _env(lang: str) -> dict[str, str]:
     return env
 
 
+def deck_options(course: str = "", lecturer: str = "", date: str = "") -> list[str]:
+    """``-D`` settings of the decks' title slides (empty: not shown; the course
+    defaults to the book's title).
+
+    Raises:
+        ValueError: a field holds a line break or another control character.
+    """
+    args = []
+    for name, value in (("course", course), ("lecturer", lecturer), ("date", date)):
+        if any(ord(c) < 32 for c in value):
+            raise ValueError(f"--deck-{name} must be one line of text, got {value!r}")
+        if value.strip():
+            args += ["-D", f"aiinfra_deck_{name}={value.strip()}"]
+    return args
+
+
 def sphinx_args(
-    builder: str, lang: str, out: pathlib.Path, fresh: bool = False, strict: bool = True
+    builder: str,
+    lang: str,
+    out: pathlib.Path,
+    fresh: bool = False,
+    strict: bool = True,
+    deck: tuple[str, ...] = (),
 ) -> list[str]:
     """The ``sphinx-build`` arguments of one output (without the program)."""
     doctrees = ROOT / "build" / "doctrees" / f"{builder}-{lang}"
     args = ["-b", builder, "-d", str(doctrees), "-q", "-D", f"language={lang}"]
     if builder == "revealjs":
-        args += ["-t", "slides"]
+        args += ["-t", "slides", *deck]
     if builder == "gettext":
         args += ["-t", "gettext"]
     if fresh:
@@ -81,14 +103,19 @@ def sphinx_args(
 
 
 def sphinx(
-    builder: str, lang: str, out: pathlib.Path, fresh: bool = False, strict: bool = True
+    builder: str,
+    lang: str,
+    out: pathlib.Path,
+    fresh: bool = False,
+    strict: bool = True,
+    deck: tuple[str, ...] = (),
 ) -> tuple[int, str, float]:
     """Run one sphinx-build; return its exit code, its output and its seconds."""
     cmd = [
         sys.executable,
         "-m",
         "sphinx",
-        *sphinx_args(builder, lang, out, fresh, strict),
+        *sphinx_args(builder, lang, out, fresh, strict, deck),
     ]
     t0 = time.perf_counter()
     proc = subprocess.run(
@@ -107,8 +134,11 @@ def build(
     builders: tuple[str, ...] = BUILDERS,
     fresh: bool = False,
     jobs: int | None = None,
+    deck: tuple[str, ...] = (),
 ) -> dict[str, float]:
     """Build each builder in each language, side by side; return seconds per output.
+
+    ``deck``: the title slides' fields (:func:`deck_options`).
 
     Raises:
         SystemExit: a build failed (after every build has finished).
@@ -120,7 +150,10 @@ def build(
     times, failed = {}, []
     with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
         futures = {
-            pool.submit(sphinx, b, lang, site_path(out, b, lang), fresh): (b, lang)
+            pool.submit(sphinx, b, lang, site_path(out, b, lang), fresh, True, deck): (
+                b,
+                lang,
+            )
             for b, lang in outputs
         }
         for future in concurrent.futures.as_completed(futures):
@@ -230,6 +263,9 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--out", type=pathlib.Path, default=ROOT / "build" / "site")
     b.add_argument("--fresh", action="store_true", help="rebuild every page (-E)")
     b.add_argument("--jobs", type=int, default=None, help="processes (default: cores)")
+    b.add_argument("--deck-course", default="", help="course name on title slides")
+    b.add_argument("--deck-lecturer", default="", help="lecturer on title slides")
+    b.add_argument("--deck-date", default="", help="date on title slides")
     p = sub.add_parser("preview", help="live-reload preview of one edition")
     p.add_argument("--lang", choices=LANGS, default="en")
     p.add_argument("--port", type=_port, default=8000)
@@ -243,7 +279,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "build":
         if args.jobs is not None and args.jobs < 1:
             parser.error(f"--jobs must be at least 1, got {args.jobs}")
-        build(args.out, tuple(args.lang), tuple(args.builder), args.fresh, args.jobs)
+        try:
+            deck = deck_options(args.deck_course, args.deck_lecturer, args.deck_date)
+        except ValueError as exc:
+            parser.error(str(exc))
+        build(
+            args.out,
+            tuple(args.lang),
+            tuple(args.builder),
+            args.fresh,
+            args.jobs,
+            tuple(deck),
+        )
     elif args.cmd == "preview":
         cmd = preview_command(args.lang, args.port)
         os.execvpe(cmd[0], cmd, _env(args.lang))

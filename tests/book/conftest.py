@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import http.server
 import importlib.util
+import os
 import pathlib
 import sys
 import threading
@@ -39,7 +40,13 @@ def book_tool():
 @pytest.fixture(scope="session")
 def site(book_tool) -> pathlib.Path:
     """Build every edition (book and decks, en and zh_CN) with -W, once per run,
-    fresh (-E) as CI builds it."""
+    fresh (-E) as CI builds it.
+
+    ``AIINFRA_REUSE_SITE=1`` checks the site already built in ``build/site`` instead
+    (a quicker loop while writing; CI never sets it).
+    """
+    if os.environ.get("AIINFRA_REUSE_SITE") == "1" and (SITE / "index.html").exists():
+        return SITE
     book_tool.build(SITE, fresh=True)  # raises SystemExit on any warning
     return SITE
 

@@ -1,6 +1,6 @@
 """Prose names values, it does not compute them.
 
-Every ``:calc:`` role, ``aiinfra-table`` and ``aiinfra-figure`` in
+Every ``:calc:`` role, ``aiinfra-table``, ``aiinfra-figure`` and ``:frames:`` in
 ``docs/<chapter>/*.rst`` calls a name defined (not imported) in that chapter's module
 ``aiinfra.book.<chapter>``, with literal arguments at most; no results path, no
 arithmetic and no constant is written in the rst. Every public name of a chapter
@@ -19,6 +19,8 @@ DOCS = ROOT / "docs"
 BOOK = ROOT / "reference" / "aiinfra" / "book"
 TARGET = re.compile(
     r":calc:`(?P<calc>[^`]+)`|\.\. aiinfra-(?:figure|table):: (?P<directive>.+)"
+    r"|^\s+:frames: (?P<frames>.+)",
+    re.M,
 )
 CHAPTERS = sorted(p.stem for p in BOOK.glob("*.py") if p.stem != "__init__")
 
@@ -29,7 +31,7 @@ def targets(chapter: str) -> list[tuple[str, str]]:
     for rst in sorted((DOCS / chapter).glob("*.rst")):
         text = rst.read_text(encoding="utf-8")
         for m in TARGET.finditer(text):
-            target = (m["calc"] or m["directive"]).strip()
+            target = (m["calc"] or m["directive"] or m["frames"]).strip()
             target = target.rsplit("|", 1)[0] if m["calc"] else target
             line = text.count("\n", 0, m.start()) + 1
             found.append((f"{rst.relative_to(ROOT)}:{line}", target))

@@ -5,10 +5,14 @@
   (:mod:`.cache`) for values and figures alike. :mod:`.figures` renders a figure's
   text in the edition's language.
 - :mod:`.slides`: the revealjs build. A chapter's deck is its ``index`` page with the
-  chapter's toctree replaced by the sections themselves; prose moves into speaker
-  notes, key points get a slide, and each figure, table or listing a slide of its own.
+  chapter's toctree replaced by the sections themselves, a title slide, the learning
+  objectives, a recap and the references; :mod:`.slide_layout` cuts each page into
+  slides that fit 1280x720, with speaker notes (:mod:`.deck_text` writes their maths
+  and citations as text).
 - :mod:`.links`: links across the site (``:booklink:``, the Slides button, the
   language switch, the chapter list of the front page, the source of each listing).
+- :mod:`.questions`: check-your-understanding questions (answers folded in the
+  book, a fragment on a slide); :mod:`.cjk`: Chinese text without stray spaces.
 - :mod:`.api`: the API reference pages, one per subpackage, generated from the
   package's folders.
 - :mod:`.chapters`: which folders are chapters (the ``chapters`` toctree of the
@@ -23,7 +27,7 @@ from docutils import nodes
 from sphinx.application import Sphinx
 from sphinx.transforms import SphinxTransform
 
-from . import api, compute, figures, links, slides
+from . import api, cjk, compute, figures, links, questions, slides
 
 
 class MathIsNotProse(SphinxTransform):
@@ -39,7 +43,7 @@ class MathIsNotProse(SphinxTransform):
 
 def setup(app: Sphinx) -> dict[str, Any]:
     app.add_transform(MathIsNotProse)
-    for module in (compute, figures, slides, links, api):
+    for module in (compute, figures, questions, slides, links, api, cjk):
         module.setup(app)
     # sphinx-revealjs is not parallel-safe, and neither is the figure cache's
     # bookkeeping: the builds run in parallel processes instead (tools/book.py).

@@ -146,7 +146,11 @@ class FigureDirective(SphinxDirective):
     required_arguments = 1
     final_argument_whitespace = True
     has_content = True
-    option_spec = {"alt": directives.unchanged, "width": directives.unchanged}
+    option_spec = {
+        "alt": directives.unchanged,
+        "width": directives.unchanged,
+        "frames": directives.unchanged,
+    }
 
     def run(self) -> list[nodes.Node]:
         target = self.arguments[0]
@@ -156,6 +160,12 @@ class FigureDirective(SphinxDirective):
             texts = cache_for(self.config).get(
                 f"figure-strings\0{target}", lambda: _strings(self, target)
             )
+            frames = self.options.get("frames", "").strip()
+            if frames:
+                more = cache_for(self.config).get(
+                    f"frames-strings\0{frames}", lambda: _strings(self, frames)
+                )
+                texts = list(dict.fromkeys([*texts, *more]))
         except Exception as exc:  # noqa: BLE001
             return [
                 self.state_machine.reporter.error(
@@ -164,7 +174,9 @@ class FigureDirective(SphinxDirective):
                 )
             ]
         source, line = self.get_source_info()
-        words = figure_texts("", texts=texts, target=target)
+        words = figure_texts(
+            "", texts=texts, target=target, frames=self.options.get("frames", "")
+        )
         words.source, words.line = source, line
         image = nodes.image(uri="", alt=self.options.get("alt", ""))
         if "width" in self.options:
@@ -188,13 +200,87 @@ class FigureDirective(SphinxDirective):
 
 
 def _strings(directive: SphinxDirective, target: str) -> list[str]:
-    figure = evaluate_in(directive, target)
-    if not _is_figure(figure):
-        raise TypeError(f"expected a matplotlib Figure, got {type(figure)}")
+    """The words of a figure, or of every frame of a list of figures."""
+    value = evaluate_in(directive, target)
+    figures = value if isinstance(value, list) else [value]
+    if not figures or not all(_is_figure(f) for f in figures):
+        raise TypeError(
+            f"expected a matplotlib Figure or a non-empty list of them, got {value!r}"
+        )
     try:
-        return figure_strings(figure)
+        return list(dict.fromkeys(s for f in figures for s in figure_strings(f)))
     finally:
-        _close(figure)
+        for f in figures:
+            _close(f)
+
+
+# Figures drawn for the book are read at arm's length; on a slide they fill a box of
+# SLIDE_BOX pixels, and their smallest text must then be at least SLIDE_MIN_TEXT_PX
+# (18 px of a 1280x720 slide is 27 px on a 1080p projector). Frames (``:frames:``)
+# are drawn for a slide already.
+SLIDE_BOX = (1180, 530)
+SLIDE_MIN_TEXT_PX = 18.0
+MAX_TEXT_SCALE = 2.2  # beyond this, text outgrows the boxes a diagram draws it in
+
+
+def svg_size_px(svg: str) -> tuple[float, float]:
+    """The width and height of an SVG drawn by matplotlib (``width="504pt"``)."""
+    import re
+
+    w = re.search(r'<svg[^>]*\swidth="([0-9.]+)pt"', svg)
+    h = re.search(r'<svg[^>]*\sheight="([0-9.]+)pt"', svg)
+    if not (w and h):
+        raise ValueError("the SVG gives no width and height in pt")
+    return float(w.group(1)) * 96 / 72, float(h.group(1)) * 96 / 72
+
+
+def slide_text_scale(svg: str) -> float:
+    """How much larger a book figure's text must be drawn for a slide.
+
+    The figure is shown scaled by ``k`` to fit :data:`SLIDE_BOX`; its smallest text
+    of ``t`` pt is then ``t * 96/72 * k`` px, which must reach
+    :data:`SLIDE_MIN_TEXT_PX`. Capped at :data:`MAX_TEXT_SCALE`.
+    """
+    width, height = svg_size_px(svg)
+    k = min(SLIDE_BOX[0] / width, SLIDE_BOX[1] / height)
+    smallest = min_text_pt(svg) * 96 / 72 * k
+    if smallest <= 0:
+        return 1.0
+    return min(MAX_TEXT_SCALE, max(1.0, SLIDE_MIN_TEXT_PX / smallest * 1.05))
+
+
+def enlarge_text(figure: Any, scale: float) -> None:
+    """Draw every text of a figure ``scale`` times larger (for a slide)."""
+    from matplotlib.text import Text
+
+    figure.canvas.draw()
+    ticks = set()
+    for ax in figure.axes:
+        for axis, name in ((ax.xaxis, "x"), (ax.yaxis, "y")):
+            labels = axis.get_ticklabels()
+            ticks |= set(map(id, labels))
+            if labels:
+                ax.tick_params(axis=name, labelsize=labels[0].get_fontsize() * scale)
+    for text in figure.findobj(Text):
+        if id(text) not in ticks:
+            text.set_fontsize(text.get_fontsize() * scale)
+
+
+def _text_class(svg: str) -> str:
+    """``text-pt-9``: the figure's smallest text, for the decks' legibility test."""
+    return f"text-pt-{int(min_text_pt(svg))}"
+
+
+def min_text_pt(svg: str) -> float:
+    """The smallest text of an SVG drawn by :func:`render_svg`, in points.
+
+    matplotlib draws a glyph path at 100 units per point of font size
+    (``TextToPath.FONT_SCALE``), so each text group's ``scale(s -s)`` is size/100.
+    """
+    import re
+
+    sizes = [float(s) * 100 for s in re.findall(r"scale\(([0-9.]+) -[0-9.]+\)", svg)]
+    return min(sizes, default=0.0)
 
 
 def _close(figure: Any) -> None:
@@ -245,6 +331,20 @@ class RenderFigures(SphinxTransform):
         pairs = ((t, catalog.gettext(t)) for t in texts)
         return {t: s for t, s in pairs if s and s != t}
 
+    def _write(self, svg: str, lang: str, key: str) -> str:
+        """Write an SVG under the figure folder; its URI for an image node."""
+        folder = pathlib.Path(self.config.aiinfra_figure_dir) / lang
+        name = hashlib.sha256(key.encode()).hexdigest()[:16] + ".svg"
+        path = folder / name
+        folder.mkdir(parents=True, exist_ok=True)
+        if not path.exists() or path.read_text(encoding="utf-8") != svg:
+            fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(svg)
+            os.replace(tmp, path)  # atomic: the other builds may read it now
+        # Absolute URIs are relative to the source folder; the figure lives in build/.
+        return "/" + os.path.relpath(path, self.env.srcdir).replace(os.sep, "/")
+
     def _render(self, words: figure_texts, lang: str, cjk: bool) -> None:
         translations = self._translations(words["texts"])
         if cjk and not cjk_fonts():
@@ -256,32 +356,57 @@ class RenderFigures(SphinxTransform):
             )
         target = words["target"]
         cache = cache_for(self.config)
+        deck = self.env._builder_cls.name == "revealjs"
+        frames = words.get("frames", "") if deck else ""
+        docs = pathlib.Path(self.env.srcdir)
+        fonts = cjk_fonts() if cjk else []
 
         def draw() -> str:
-            docs = pathlib.Path(self.env.srcdir)
             figure = evaluate(target, cache, DOCS=docs)
             try:
+                svg = render_svg(figure, translations, cjk)
+            finally:
+                _close(figure)
+            if not deck or slide_text_scale(svg) == 1.0:
+                return svg
+            # Drawn again, text enlarged: the first drawing measured how much.
+            figure = evaluate(target, cache, DOCS=docs)
+            try:
+                enlarge_text(figure, slide_text_scale(svg))
                 return render_svg(figure, translations, cjk)
             finally:
                 _close(figure)
 
+        def draw_frames() -> list[str]:
+            figures = evaluate(frames, cache, DOCS=docs)
+            try:
+                return [render_svg(f, translations, cjk) for f in figures]
+            finally:
+                for f in figures:
+                    _close(f)
+
         # The drawn SVG is cached too, per language and translation: the book and
         # the decks of one language draw each figure once.
-        fonts = cjk_fonts() if cjk else []
-        key = json.dumps([target, lang, sorted(translations.items()), fonts])
-        svg = cache.get(f"figure-svg\0{key}", draw)
-        folder = pathlib.Path(self.config.aiinfra_figure_dir) / lang
-        name = hashlib.sha256(target.encode()).hexdigest()[:16] + ".svg"
-        path = folder / name
-        folder.mkdir(parents=True, exist_ok=True)
-        if not path.exists() or path.read_text(encoding="utf-8") != svg:
-            fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(svg)
-            os.replace(tmp, path)  # atomic: the other builds may read it now
+        key = json.dumps([target, lang, sorted(translations.items()), fonts, deck])
         image = words.parent.next_node(nodes.image)
-        # Absolute URIs are relative to the source folder; the figure lives in build/.
-        image["uri"] = "/" + os.path.relpath(path, self.env.srcdir).replace(os.sep, "/")
+        if frames:
+            key = json.dumps([frames, lang, sorted(translations.items()), fonts])
+            svgs = cache.get(f"frames-svg\0{key}", draw_frames)
+            stack = nodes.container("", classes=["r-stack", "deck-frames"])
+            for k, svg in enumerate(svgs):
+                frame = nodes.image(
+                    uri=self._write(svg, lang, f"{frames}\0{k}"),
+                    alt=f"{image.get('alt', '')} ({k + 1}/{len(svgs)})",
+                    classes=["deck-frame"] + (["fragment"] if k else []),
+                )
+                frame["classes"].append(_text_class(svg))
+                stack += frame
+            image.parent.replace(image, stack)
+        else:
+            svg = cache.get(f"figure-svg\0{key}", draw)
+            image["uri"] = self._write(svg, lang, target + ("\0deck" if deck else ""))
+            if deck:
+                image["classes"].append(_text_class(svg))
         words.parent.remove(words)
 
 

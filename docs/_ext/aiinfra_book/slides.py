@@ -3,14 +3,20 @@
 - A chapter's deck is its ``index`` page built by the revealjs builder, with the
   chapter's toctree replaced by the sections it lists (:class:`AssembleDeck`): no
   per-chapter deck file exists, and a section added to the toctree is in the deck.
-- A section's prose moves into the speaker notes; each "Key points" admonition gets a
-  slide of its own; a section with several figures, tables or listings is split so
-  that each has a slide (:func:`prose_to_notes`).
+- The deck opens with a title slide (course, chapter number, lecturer and date, set
+  with ``-D aiinfra_deck_course=...`` or ``tools/book.py build --deck-date ...``),
+  then the chapter's learning objectives (a section of its index page); it closes
+  with a recap (each section's first key point), the chapter's questions and the
+  works it cites (:class:`DeckStructure`).
+- Each page is then cut into slides, with speaker notes (:mod:`.slide_layout`).
+- The deck list (the front page of the slides build) gives each deck's length and a
+  suggested time per section (:func:`deck_timing`).
 """
 
 from __future__ import annotations
 
 import pathlib
+import re
 from typing import Any
 
 from docutils import nodes
@@ -19,18 +25,36 @@ from sphinx.application import Sphinx
 from sphinx.environment import BuildEnvironment
 from sphinx.transforms.post_transforms import SphinxPostTransform
 
+from . import slide_layout
 from .chapters import chapters
+from .deck_text import Bibliography
 from .links import LABELS, book_uri
+from .questions import aiinfra_question
+
+_BIBS: dict[str, Bibliography] = {}
 
 
-def chapter_indexes(env: BuildEnvironment) -> set[str]:
-    """Docnames of the chapters' index pages."""
+def bibliography(env: BuildEnvironment) -> Bibliography:
+    """The book's bibliography (``docs/_bib/*.bib``), read once per process."""
+    files = sorted(pathlib.Path(f) for f in env.config.bibtex_bibfiles)
+    key = "\0".join(map(str, files))
+    if key not in _BIBS:
+        _BIBS[key] = Bibliography(files)
+    return _BIBS[key]
+
+
+def chapter_indexes(env: BuildEnvironment) -> list[str]:
+    """Docnames of the chapters' index pages, in book order."""
     root = env.config.root_doc
-    return {f"{c}/index" for c in chapters(pathlib.Path(env.srcdir), root)}
+    return [f"{c}/index" for c in chapters(pathlib.Path(env.srcdir), root)]
 
 
 def _is_toctree_wrapper(node: nodes.Node) -> bool:
     return isinstance(node, nodes.compound) and "toctree-wrapper" in node["classes"]
+
+
+def _lang(config: Any) -> str:
+    return config.language or "en"
 
 
 class AssembleDeck(SphinxPostTransform):
@@ -45,7 +69,8 @@ class AssembleDeck(SphinxPostTransform):
 
     def run(self, **kwargs: Any) -> None:
         docname = self.env.current_document.docname
-        if docname not in chapter_indexes(self.env):
+        indexes = chapter_indexes(self.env)
+        if docname not in indexes:
             return
         for wrapper in list(self.document.findall(_is_toctree_wrapper)):
             sections: list[nodes.Node] = []
@@ -53,25 +78,280 @@ class AssembleDeck(SphinxPostTransform):
                 for _title, ref in toctree["entries"]:
                     if ref in self.env.all_docs:
                         tree = self.env.get_doctree(ref)
-                        sections += [
-                            s.deepcopy()
-                            for s in tree.children
-                            if isinstance(s, nodes.section)
-                        ]
+                        for s in tree.children:
+                            if isinstance(s, nodes.section):
+                                s = s.deepcopy()
+                                s["deck_page"] = ref
+                                sections.append(s)
             if sections:
                 wrapper.replace_self(sections)
             else:
                 wrapper.parent.remove(wrapper)
         top = self.document.next_node(nodes.section)
         if top is not None:
-            lang = self.config.language or "en"
-            link = nodes.reference(
-                "",
-                LABELS["book"][lang],
-                refuri=book_uri(docname, docname, lang),
-                classes=["booklink"],
+            self._title_slide(top, docname, indexes.index(docname) + 1)
+            # The learning objectives open the lecture (the book lists the sections
+            # first): the section marked ``.. rst-class:: objectives``.
+            for section in [s for s in top.children if isinstance(s, nodes.section)]:
+                if "objectives" in section["classes"]:
+                    top.remove(section)
+                    first = top.first_child_matching_class(nodes.section)
+                    top.insert(len(top) if first is None else first, section)
+                    break
+
+    def _title_slide(self, top: nodes.section, docname: str, number: int) -> None:
+        """Course and chapter number above the title; lecturer, date, book below."""
+        lang, config = _lang(self.config), self.config
+        course = config.aiinfra_deck_course or config.html_title
+        chapter = LABELS["chapter"][lang].format(n=number)
+        top.insert(
+            1,  # after the title; the slide's CSS shows it above
+            nodes.paragraph("", f"{course} · {chapter}", classes=["deck-course"]),
+        )
+        meta = " · ".join(
+            x for x in (config.aiinfra_deck_lecturer, config.aiinfra_deck_date) if x
+        )
+        link = nodes.reference(
+            "",
+            LABELS["book"][lang],
+            refuri=book_uri(docname, docname, lang),
+            classes=["booklink"],
+        )
+        at = 2  # after the course line and the title
+        if meta:
+            top.insert(at, nodes.paragraph("", meta, classes=["deck-meta"]))
+            at += 1
+        top.insert(at, nodes.paragraph("", "", link, classes=["deck-booklink"]))
+
+
+class DeckStructure(SphinxPostTransform):
+    """Citations as author-year text; a deck's recap and references slides."""
+
+    default_priority = 6
+    builders = ("revealjs",)
+
+    def run(self, **kwargs: Any) -> None:
+        lang = _lang(self.config)
+        bib = bibliography(self.env)
+        cited: dict[str, None] = {}
+        for xref in list(self.document.findall(addnodes.pending_xref)):
+            if xref.get("refdomain") != "cite":
+                continue
+            keys = [k.strip() for k in xref["reftarget"].split(",") if k.strip()]
+            cited.update(dict.fromkeys(keys))
+            xref.replace_self(nodes.inline("", _citation(bib, keys, xref, lang)))
+        for xref in list(self.document.findall(addnodes.pending_xref)):
+            # A page that is not in the decks (running, notation, the glossary):
+            # its title, as the book shows it, rather than its file name.
+            target = xref.get("reftarget", "").lstrip("/")
+            if xref.get("reftype") == "doc" and target not in self.env.all_docs:
+                title = page_title(self.env, target) or xref.astext()
+                xref.replace_self(nodes.inline("", title))
+        docname = self.env.current_document.docname
+        if docname not in chapter_indexes(self.env):
+            return
+        top = self.document.next_node(nodes.section)
+        if top is None:
+            return
+        recap = self._recap(top, lang)
+        if recap is not None:
+            pages = [s for s in top.children if isinstance(s, nodes.section)]
+            questions = [s for s in pages if any(s.findall(aiinfra_question))]
+            at = top.index(questions[0]) if questions else len(top)
+            top.insert(at, recap)
+        if cited:
+            top += self._references(sorted(cited, key=bib.entry), bib, lang)
+
+    def _recap(self, top: nodes.section, lang: str) -> nodes.section | None:
+        items = nodes.bullet_list(classes=["on-slide", "deck-recap"])
+        for page in top.children:
+            if not isinstance(page, nodes.section) or "deck_page" not in page:
+                continue
+            keypoints = next(iter(page.findall(slide_layout.is_keypoints)), None)
+            point = None if keypoints is None else keypoints.next_node(nodes.list_item)
+            if point is None or any(page.findall(aiinfra_question)):
+                continue
+            para = nodes.paragraph("", "", nodes.strong("", page[0].astext()))
+            para += nodes.Text(" — ")
+            first = point.next_node(nodes.paragraph)
+            para += [c.deepcopy() for c in (first or point).children]
+            items += nodes.list_item("", para)
+        if not len(items):
+            return None
+        slide = nodes.section("", ids=["deck-recap"], classes=["deck-made"])
+        slide += nodes.title("", LABELS["recap"][lang])
+        slide += items
+        slide += slide_layout.make_notes([], extra=[LABELS["recap_cue"][lang]])
+        return slide
+
+    def _references(
+        self, keys: list[str], bib: Bibliography, lang: str
+    ) -> nodes.section:
+        slide = nodes.section("", ids=["deck-references"], classes=["deck-made"])
+        slide += nodes.title("", LABELS["references"][lang])
+        slide += nodes.bullet_list(
+            "",
+            *(nodes.list_item("", nodes.paragraph("", bib.entry(k))) for k in keys),
+            classes=["on-slide", "deck-references"],
+        )
+        slide += slide_layout.make_notes([], extra=[LABELS["references_cue"][lang]])
+        return slide
+
+
+def page_title(env: BuildEnvironment, docname: str) -> str:
+    """A book page's title, in the build's language, read from its source."""
+    from sphinx.locale import init as init_locale
+    from sphinx.util.i18n import docname_to_domain
+
+    path = pathlib.Path(env.srcdir) / f"{docname}.rst"
+    if not path.is_file():
+        return ""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    title = next(
+        (
+            a.strip()
+            for a, b in zip(lines, lines[1:], strict=False)
+            if a.strip() and b.strip() and set(b.strip()) <= set("=-~^#*")
+        ),
+        "",
+    )
+    lang = _lang(env.config)
+    if title and lang != "en":
+        domain = docname_to_domain(docname, env.config.gettext_compact)
+        dirs = [pathlib.Path(env.srcdir) / d for d in env.config.locale_dirs]
+        catalog, found = init_locale(dirs, lang, domain)
+        if found:
+            title = catalog.gettext(title) or title
+    return title
+
+
+def _citation(
+    bib: Bibliography, keys: list[str], xref: nodes.Element, lang: str
+) -> str:
+    """``(Thakur et al., 2005)`` for ``:cite:p:``; ``Thakur et al. (2005)`` for t."""
+    zh = lang.startswith("zh")
+    found = [k for k in keys if k in bib.entries]
+    if not found:
+        return xref.astext()
+    if xref.get("reftype") == "t":
+        parts = [re.sub(r", (\S+)$", r" (\1)", bib.cite(k, lang)) for k in found]
+        return "、".join(parts) if zh else "; ".join(parts)
+    inner = "；".join(bib.cite(k, lang) for k in found) if zh else "; ".join(
+        bib.cite(k, lang) for k in found
+    )
+    return f"（{inner}）" if zh else f"({inner})"
+
+
+def lay_out_slides(app: Sphinx, doctree: nodes.document, docname: str) -> None:
+    """Cut each page into slides with notes (revealjs build only)."""
+    if app.builder.name != "revealjs":
+        return
+    slide_layout.layout(doctree, _lang(app.config))
+
+
+# ------------------------------------------------------------------ deck list
+
+
+WORDS_PER_MINUTE = 130  # spoken English
+CHARS_PER_MINUTE = 220  # spoken Chinese, characters
+MIN_PER_SLIDE = 0.5  # the least a slide takes: read it, point at it
+MIN_PER_FRAME = 0.25  # each further step of an algorithm
+MIN_PER_QUESTION = 2.0  # students think, then the answer
+
+
+def slide_minutes(slide: nodes.section) -> float:
+    """Suggested minutes for one slide: its notes' prose read aloud, at least
+    :data:`MIN_PER_SLIDE`, plus its extra frames or a question's thinking time."""
+    notes = next(
+        (c for c in slide.children if isinstance(c, slide_layout.deck_notes)), None
+    )
+    prose = ""
+    if notes is not None:
+        after = False
+        for child in notes.children:
+            if isinstance(child, nodes.transition):
+                after = True
+            elif after:
+                prose += " " + child.astext()
+    han = len(re.findall(r"[\u4e00-\u9fff]", prose))
+    words = len(re.findall(r"[A-Za-z0-9]+", prose))
+    minutes = max(MIN_PER_SLIDE, han / CHARS_PER_MINUTE + words / WORDS_PER_MINUTE)
+    frames = [
+        i
+        for c in slide.children
+        if not isinstance(c, nodes.section)
+        for i in c.findall(nodes.image)
+        if "deck-frame" in i["classes"]
+    ]
+    minutes += MIN_PER_FRAME * max(0, len(frames) - 1)
+    if any(
+        isinstance(c, aiinfra_question) for c in slide.children
+    ):
+        minutes += MIN_PER_QUESTION
+    return minutes
+
+
+def deck_timing(app: Sphinx, chapter_index: str) -> list[tuple[str, int, float]]:
+    """``(section title, slides, minutes)`` of a chapter's deck, in deck order.
+
+    The deck is assembled and laid out as it is for writing; slides are the sections
+    reveal.js shows (three levels deep).
+    """
+    tree = app.env.get_and_resolve_doctree(chapter_index, app.builder)
+    top = tree.next_node(nodes.section)
+    if top is None:
+        return []
+
+    def walk(section: nodes.section, depth: int) -> tuple[int, float]:
+        count, minutes = 1, slide_minutes(section)
+        for child in section.children:
+            if isinstance(child, nodes.section) and depth < 3:
+                c, m = walk(child, depth + 1)
+                count, minutes = count + c, minutes + m
+        return count, minutes
+
+    rows = [(top[0].astext(), 1, slide_minutes(top))]
+    for child in top.children:
+        if isinstance(child, nodes.section):
+            count, minutes = walk(child, 2)
+            rows.append((child[0].astext(), count, minutes))
+    return rows
+
+
+def fill_deck_list(app: Sphinx, doctree: nodes.document, docname: str) -> None:
+    """On the deck list, each deck's slides and minutes, per section."""
+    if app.builder.name != "revealjs" or docname != app.config.root_doc:
+        return
+    lang = _lang(app.config)
+    lists = [b for b in doctree.findall(nodes.bullet_list) if "aiinfra-chapters" in b["classes"]]
+    for chapters_list in lists:
+        for item, index in zip(
+            chapters_list.children, chapter_indexes(app.env), strict=False
+        ):
+            rows = deck_timing(app, index)
+            slides = sum(r[1] for r in rows)
+            total = round(sum(r[2] for r in rows))
+            item[0] += nodes.Text(
+                " · " + LABELS["deck_length"][lang].format(slides=slides, minutes=total)
             )
-            top.insert(1, nodes.paragraph("", "", link, classes=["deck-booklink"]))
+            sections = nodes.bullet_list(classes=["deck-timing"])
+            for title, count, minutes in rows[1:]:
+                text = LABELS["section_timing"][lang].format(
+                    title=title, slides=count, minutes=max(1, round(minutes))
+                )
+                sections += nodes.list_item("", nodes.paragraph("", text))
+            item += sections
+        note = LABELS["timing_rule"][lang].format(
+            wpm=WORDS_PER_MINUTE, cpm=CHARS_PER_MINUTE, slide=MIN_PER_SLIDE,
+            question=MIN_PER_QUESTION,
+        )
+        chapters_list.parent.insert(
+            chapters_list.parent.index(chapters_list) + 1,
+            nodes.paragraph("", note, classes=["deck-timing-rule"]),
+        )
+
+
+# ------------------------------------------------------------------ incremental
 
 
 def _reread(app: Sphinx, env: BuildEnvironment, docnames: list[str]) -> None:
@@ -79,145 +359,35 @@ def _reread(app: Sphinx, env: BuildEnvironment, docnames: list[str]) -> None:
 
 
 def _decks_to_rewrite(app: Sphinx, env: BuildEnvironment) -> list[str]:
-    """A deck whose section was re-read is written again (incremental builds)."""
+    """A deck whose section was re-read is written again, and so is the deck list
+    (it times every deck)."""
     if app.builder.name != "revealjs":
         return []
     reread = getattr(env, "_aiinfra_reread", set())
-    return sorted(
+    decks = [
         index
         for index in chapter_indexes(env)
-        if reread & set(env.toctree_includes.get(index, ()))
-    )
-
-
-# ---------------------------------------------------------------- slide layout
-
-
-def _has_booklink(node: nodes.Node) -> bool:
-    return any("booklink" in n["classes"] for n in node.findall(nodes.reference))
-
-
-def _is_keypoints(node: nodes.Node) -> bool:
-    return isinstance(node, nodes.admonition) and "keypoints" in node["classes"]
-
-
-PROSE = (
-    nodes.paragraph,
-    nodes.bullet_list,
-    nodes.enumerated_list,
-    nodes.block_quote,
-    nodes.definition_list,
-    nodes.note,
-    nodes.tip,
-    nodes.warning,
-    nodes.important,
-    nodes.footnote,
-    nodes.citation,
-    nodes.line_block,
-)
-# Small print that stays under its table, figure or listing on the slide.
-STAYS = {"aiinfra-table-note", "aiinfra-source"}
-
-
-def prose_to_notes(app: Sphinx, doctree: nodes.document, docname: str) -> None:
-    """In the slides build, move prose into speaker notes; key points get a slide."""
-    if app.builder.name != "revealjs":
-        return
-    from sphinx_revealjs._ext.notes import revealjs_notes
-
-    for section in list(doctree.findall(nodes.section)):
-        notes = []
-        for child in list(section.children):
-            if _is_keypoints(child) or _has_booklink(child):
-                continue
-            if STAYS & set(child.get("classes", [])):
-                continue
-            if isinstance(child, PROSE) or isinstance(child, nodes.admonition):
-                # Speaker notes are plain text; keep paragraphs apart.
-                notes.append(child.astext())
-                section.remove(child)
-        if notes:
-            # Before the first sub-section: a note belongs to this slide, and the
-            # sub-sections are slides of their own.
-            at = section.first_child_matching_class(nodes.section)
-            note = revealjs_notes("", nodes.paragraph("", "\n\n".join(notes)))
-            section.insert(len(section) if at is None else at, note)
-    for adm in list(doctree.findall(_is_keypoints)):
-        parent = adm.parent
-        title = adm.next_node(nodes.title)
-        if title is None or not isinstance(parent, nodes.section):
-            continue
-        # reveal.js nests at most two levels (horizontal, then vertical).
-        host = parent if _section_depth(parent) <= 2 else parent.parent
-        slide = nodes.section("", ids=[f"keypoints-{id(adm)}"])
-        slide += nodes.title("", "", *title.children)
-        title.parent.remove(title)
-        parent.remove(adm)
-        adm["classes"].append("keypoints-slide")
-        slide += adm
-        host += slide
-    for section in list(doctree.findall(nodes.section)):
-        _one_visual_per_slide(section)
-
-
-def _section_depth(section: nodes.Node) -> int:
-    depth, p = 0, section
-    while isinstance(p, nodes.section):
-        depth, p = depth + 1, p.parent
-    return depth
-
-
-def is_visual(node: nodes.Node) -> bool:
-    """A block that fills a slide: code, a figure or a table."""
-    if isinstance(node, nodes.literal_block | nodes.figure | nodes.table):
-        return True
-    return isinstance(node, nodes.container) and any(
-        True for _ in node.findall(nodes.literal_block)
-    )
-
-
-def _one_visual_per_slide(section: nodes.section) -> None:
-    """Give each code block, figure or table after the first a slide of its own,
-    under the same title, so that nothing runs off the bottom of a slide."""
-    from sphinx_revealjs._ext.notes import revealjs_notes
-
-    # The speaker notes stay with the first slide, where the section's prose starts.
-    body = [
-        c
-        for c in section.children[1:]
-        if not isinstance(c, nodes.section | revealjs_notes)
+        if reread & {index, *env.toctree_includes.get(index, ())}
     ]
-    if sum(is_visual(c) for c in body) < 2 or not isinstance(section[0], nodes.title):
-        return
-    chunks: list[list[nodes.Node]] = [[]]
-    for child in body:
-        if is_visual(child) and any(is_visual(c) for c in chunks[-1]):
-            chunks.append([])
-        chunks[-1].append(child)
-    new = []
-    for chunk in chunks[1:]:
-        slide = nodes.section(
-            "", ids=[f"{section['ids'][0] if section['ids'] else 's'}-{len(new) + 2}"]
-        )
-        slide += section[0].deepcopy()
-        for child in chunk:
-            section.remove(child)
-            slide += child
-        new.append(slide)
-    if _section_depth(section) >= 3:  # a vertical slide: continue beside it
-        parent = section.parent
-        at = parent.index(section) + 1
-        for k, slide in enumerate(new):
-            parent.insert(at + k, slide)
-    else:  # a stack's first slide: continue as the stack's next vertical slides
-        at = section.first_child_matching_class(nodes.section)
-        at = len(section) if at is None else at
-        for k, slide in enumerate(new):
-            section.insert(at + k, slide)
+    return sorted(decks + ([env.config.root_doc] if decks else []))
 
 
 def setup(app: Sphinx) -> None:
+    app.add_config_value("aiinfra_deck_course", "", "env", str)
+    app.add_config_value("aiinfra_deck_lecturer", "", "env", str)
+    app.add_config_value("aiinfra_deck_date", "", "env", str)
+    skip = (slide_layout._skip, None)
+    app.add_node(
+        slide_layout.deck_notes,
+        html=(slide_layout.visit_deck_notes, slide_layout.depart_deck_notes),
+        latex=skip,
+        text=skip,
+        man=skip,
+        texinfo=skip,
+    )
     app.add_post_transform(AssembleDeck)
+    app.add_post_transform(DeckStructure)
     app.connect("env-before-read-docs", _reread)
     app.connect("env-get-updated", _decks_to_rewrite)
-    app.connect("doctree-resolved", prose_to_notes)
+    app.connect("doctree-resolved", lay_out_slides)
+    app.connect("doctree-resolved", fill_deck_list, priority=600)

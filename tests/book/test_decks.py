@@ -1,0 +1,223 @@
+"""The decks as a lecturer uses them: every slide walked in Chromium at 1280x720.
+
+Nothing is cut off or scrolls; every slide has speaker notes without raw TeX or
+empty citations; figures are legible from the back of a hall; a step-by-step figure
+has one frame per step of its algorithm; the title, objectives, recap, questions and
+references slides exist; the print-to-PDF export holds every line and row; the deck
+list's slide counts are the decks' own.
+"""
+
+from __future__ import annotations
+
+import importlib
+import io
+import re
+
+import pytest
+
+from .conftest import CHAPTERS, DOCS
+from .deck_walk import walk
+from .test_browser import CHROMIUM, FLAGS, _missing, sync_playwright
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(bool(_missing), reason=_missing or "ok"),
+]
+LANGS = ["en", "zh_CN"]
+MIN_FIGURE_TEXT_PX = 18  # of a 1280x720 slide: 27 px on a 1080p projector
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture(scope="module")
+def decks(chromium, server):
+    """Each deck walked once: ``decks(chapter, lang)`` -> one record per slide."""
+    walked: dict[tuple[str, str], list[dict]] = {}
+
+    def get(chapter: str, lang: str) -> list[dict]:
+        if (chapter, lang) not in walked:
+            page = chromium.new_page(viewport={"width": 1280, "height": 720})
+            try:
+                url = f"{server}/slides/{lang}/{chapter}/index.html"
+                walked[chapter, lang] = walk(page, url)
+            finally:
+                page.close()
+        return walked[chapter, lang]
+
+    return get
+
+
+def _titles(chapter: str) -> list[str]:
+    """Every section title of the chapter's pages (English)."""
+    titles = []
+    for rst in sorted((DOCS / chapter).glob("*.rst")):
+        text = rst.read_text(encoding="utf-8")
+        titles += re.findall(r"^(\S.*)\n[=-]{3,}\n", text, re.M)
+    return [t.replace("'", "\u2019") for t in titles]
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_nothing_on_a_slide_is_cut_or_scrolls(decks, chapter, lang):
+    bad = [(s["index"], s["title"], s["cut"]) for s in decks(chapter, lang) if s["cut"]]
+    assert bad == []
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_every_slide_has_notes_a_speaker_can_read(decks, chapter, lang):
+    for s in decks(chapter, lang):
+        where = (s["index"], s["title"])
+        notes = s["notes_text"]
+        assert notes.strip(), f"no speaker notes on {where}"
+        assert "[]" not in notes and "()" not in notes, where  # a citation vanished
+        assert not re.search(r"\\[A-Za-z]+|\$", notes), (where, notes[:300])
+        assert 'class="cues' in s["notes_html"], where  # cues first, then the prose
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_every_section_of_the_book_is_in_the_deck(decks, chapter):
+    slides = {s["title"] for s in decks(chapter, "en")}
+    missing = [t for t in _titles(chapter) if t not in slides]
+    assert missing == []
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_figures_are_legible_from_the_back_of_the_hall(decks, chapter, lang):
+    small = [
+        (s["title"], f["src"], round(f["min_text_px"], 1))
+        for s in decks(chapter, lang)
+        for f in s["figures"]
+        if f["min_text_px"] < MIN_FIGURE_TEXT_PX
+    ]
+    assert small == []
+    assert any(s["figures"] for s in decks(chapter, lang))
+
+
+def _frames_targets(chapter: str) -> list[str]:
+    found = []
+    for rst in sorted((DOCS / chapter).glob("*.rst")):
+        found += re.findall(r"^\s+:frames: (\S.*)$", rst.read_text("utf-8"), re.M)
+    return found
+
+
+def _evaluate(target: str):
+    module, _, expression = target.partition(":")
+    return eval(expression, vars(importlib.import_module(module)))  # noqa: S307
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_each_algorithm_steps_frame_by_frame(decks, chapter, lang):
+    """A ``:frames:`` figure is one slide whose frames the arrow key advances: as
+    many frames as the package draws (one per step: the package's tests check the
+    steps against the algorithm), all but the first a fragment."""
+    expected = []
+    for target in _frames_targets(chapter):
+        frames = _evaluate(target)
+        expected.append(len(frames))
+        for f in frames:
+            f.clear()
+    stacks = [s for s in decks(chapter, lang) if s["frames"]]
+    assert [s["frames"] for s in stacks] == expected
+    for s in stacks:
+        fragments = [f for f in s["figures"] if f["fragment"]]
+        assert len(fragments) == s["frames"] - 1, s["title"]
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_deck_has_the_structure_of_a_lecture(decks, chapter, lang):
+    from aiinfra_book.links import LABELS
+
+    slides = decks(chapter, lang)
+    number = CHAPTERS.index(chapter) + 1
+    assert LABELS["chapter"][lang].format(n=number) in slides[0]["text"]
+    titles = [s["title"] for s in slides]
+    assert titles[-1] == LABELS["references"][lang]
+    assert LABELS["recap"][lang] in titles
+    questions = [s for s in slides if LABELS["question"][lang].format(n=1) in s["text"]]
+    assert questions, "the chapter's questions are in its deck"
+    # The answer is not on screen until the next key press.
+    assert all(s["fragments"] >= 1 for s in questions)
+    assert titles.index(LABELS["recap"][lang]) < slides.index(questions[0])
+    assert slides[1]["text"].count("\n") >= 3, "learning objectives on slide 2"
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_print_to_pdf_keeps_every_line_and_row(chromium, server, chapter):
+    import pypdf
+
+    page = chromium.new_page(viewport={"width": 1280, "height": 720})
+    try:
+        page.goto(f"{server}/slides/en/{chapter}/index.html?print-pdf")
+        page.wait_for_function("window.Reveal && Reveal.isReady()", timeout=30_000)
+        page.wait_for_timeout(500)
+        lines = page.evaluate(
+            "Array.from(document.querySelectorAll('.reveal pre code'))"
+            ".flatMap(c => c.textContent.split('\\n'))"
+        )
+        cells = page.evaluate(
+            "Array.from(document.querySelectorAll('.reveal table td'))"
+            ".map(c => c.textContent)"
+        )
+        pdf = page.pdf(width="1280px", height="720px", print_background=True)
+    finally:
+        page.close()
+    text = "".join(p.extract_text() for p in pypdf.PdfReader(io.BytesIO(pdf)).pages)
+    flat = re.sub(r"\s+", "", text)
+    missing = [x for x in lines + cells if re.sub(r"\s+", "", x) not in flat]
+    assert len(lines) > 50 and len(cells) > 20
+    assert missing == []
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_deck_list_gives_each_decks_length_and_timing(decks, chromium, server, lang):
+    page = chromium.new_page(viewport={"width": 1280, "height": 720})
+    try:
+        page.goto(f"{server}/slides/{lang}/index.html")
+        text = page.inner_text("body")
+    finally:
+        page.close()
+    from aiinfra_book.links import LABELS
+
+    for chapter in CHAPTERS:
+        count = len(decks(chapter, lang))
+        pattern = re.escape(LABELS["deck_length"][lang]).replace(
+            re.escape("{slides}"), str(count)
+        ).replace(re.escape("{minutes}"), r"\d+")
+        assert re.search(pattern, text), (chapter, count)
+    assert len(re.findall(r"\d+ (?:min|分钟)", text)) > 3 * len(CHAPTERS)
+
+
+def test_speaker_view_shows_the_current_slides_notes(chromium, server):
+    chapter = CHAPTERS[0]
+    context = chromium.new_context(viewport={"width": 1280, "height": 720})
+    try:
+        page = context.new_page()
+        page.goto(f"{server}/slides/en/{chapter}/index.html#/1")
+        page.wait_for_function("window.Reveal && Reveal.isReady()", timeout=30_000)
+        with context.expect_page() as popup:
+            page.keyboard.press("s")  # reveal.js's speaker view
+        speaker = popup.value
+        speaker.wait_for_load_state()
+        speaker.wait_for_function(
+            "document.querySelector('.speaker-controls-notes .value') && "
+            "document.querySelector('.speaker-controls-notes .value').textContent"
+            ".length > 20",
+            timeout=20_000,
+        )
+        shown = speaker.inner_text(".speaker-controls-notes .value")
+        expected = page.evaluate("Reveal.getSlideNotes()")
+        assert shown.split()[:5] == re.sub(r"<[^>]+>", " ", expected).split()[:5]
+    finally:
+        context.close()
