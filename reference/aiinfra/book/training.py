@@ -19,6 +19,7 @@ from aiinfra.memory.model_states import model_states_bytes, zero_model_states_by
 from aiinfra.models.params import count_parameters
 from aiinfra.models.presets import preset
 from aiinfra.parallel import bench as ddp_bench
+from aiinfra.parallel import figures as parallel_figures
 from aiinfra.parallel import zero_memory, zero_results
 from aiinfra.parallel.toy import mlp
 from aiinfra.parallel.zero_compare import WIDTHS
@@ -26,12 +27,18 @@ from aiinfra.precision import figures as precision_figures
 from aiinfra.precision import formats, numerics
 from aiinfra.precision import tables as precision_tables
 from aiinfra.precision.formats import float_format, ieee_format
+from aiinfra.precision.loss_scaler import DynamicLossScaler
 from aiinfra.report import Table
 
 GIB, MIB = 2**30, 2**20
 EXAMPLE = "llama-3-8b"  # the chapter's running example
 ZERO_PSI, ZERO_RANKS = 7_500_000_000, 64  # ZeRO's example (its Fig. 1)
 DDP_BAR = ddp_bench.BAR  # the tests hold the committed results to it
+OVERLAP_WIDTHS = (32, 64, 64, 64, 64, 32)  # the toy MLP of the overlap timeline
+OVERLAP_BUCKET_BYTES = 20_000  # its bucket cap: five buckets
+DDP_ALL_REDUCE_LATENCY = parallel_figures.ALL_REDUCE_LATENCY  # its cost model
+DDP_ALL_REDUCE_TIME = parallel_figures.ALL_REDUCE_TIME
+ZERO_FIGURE_RANKS = 4  # N_d of the ZeRO stages figure
 
 # memory.rst
 
@@ -185,7 +192,43 @@ def step_time_ms(impl: str, best_bucket: bool = False) -> float:
     return ddp_bench.step_time_ms(impl, bucket)
 
 
+def overlap_parameters() -> int:
+    """Parameters of the MLP of the overlap timeline."""
+    return sum(p.numel() for p in mlp(OVERLAP_WIDTHS).parameters())
+
+
+def overlap_step(bucket_bytes: int = OVERLAP_BUCKET_BYTES) -> float:
+    """Step time of the overlap timeline with buckets of ``bucket_bytes``, units."""
+    return parallel_figures.simulate_overlap(mlp(OVERLAP_WIDTHS), bucket_bytes).step
+
+
+def overlap_saved_percent() -> float:
+    """What overlap saves against sending every bucket after backward, percent."""
+    t = parallel_figures.simulate_overlap(mlp(OVERLAP_WIDTHS), OVERLAP_BUCKET_BYTES)
+    return 100 * t.saved / t.sequential
+
+
+def overlap_figure() -> Figure:
+    """Backward and bucket all-reduces of one step of the toy MLP."""
+    return parallel_figures.overlap_figure(OVERLAP_WIDTHS, OVERLAP_BUCKET_BYTES)
+
+
+def overlap_frames() -> list[Figure]:
+    """The same, one frame per all-reduced bucket."""
+    return parallel_figures.overlap_frames(OVERLAP_WIDTHS, OVERLAP_BUCKET_BYTES)
+
+
 # zero.rst
+
+
+def zero_stages_figure() -> Figure:
+    """Bytes per parameter on each rank, DDP and ZeRO stages 1-3."""
+    return parallel_figures.zero_stage_figure(ZERO_FIGURE_RANKS)
+
+
+def zero_stages_frames() -> list[Figure]:
+    """The same, one frame per stage."""
+    return parallel_figures.zero_stage_frames(ZERO_FIGURE_RANKS)
 
 
 @functools.cache
@@ -226,3 +269,29 @@ def zero_max_loss_gap() -> float:
 def zero_estimator_table() -> Table:
     """DeepSpeed's memory estimates beside the paper's formulas."""
     return zero_results.estimator_table()
+
+
+# questions.rst
+
+
+def llama_zero3_min_ranks(gib: float) -> int:
+    """Fewest ranks whose ``gib`` GiB each hold Llama 3 8B's states under ZeRO-3."""
+    n = 1
+    while zero_model_states_bytes(llama_parameters(), 3, n).total > gib * GIB:
+        n += 1
+    return n
+
+
+def llama_zero_gib(stage: int, ranks: int) -> float:
+    """Llama 3 8B's model states per rank under ZeRO ``stage`` on ``ranks``, GiB."""
+    return zero_model_states_bytes(llama_parameters(), stage, ranks).total / GIB
+
+
+def loss_scale() -> float:
+    """The loss scaler's initial scale S (``GradScaler``'s default)."""
+    return DynamicLossScaler().get_scale()
+
+
+def largest_scaled_fp16_gradient() -> float:
+    """The largest gradient whose product with the initial S is a finite fp16."""
+    return fp16_max() / loss_scale()

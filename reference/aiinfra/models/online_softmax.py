@@ -14,7 +14,8 @@ backward pass.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections import deque
+from collections.abc import Iterable, Iterator
 
 import torch
 from torch import Tensor
@@ -37,12 +38,30 @@ def merge(m_a: Tensor, d_a: Tensor, m_b: Tensor, d_b: Tensor) -> tuple[Tensor, T
     return m, d_a * torch.exp(m_a - m) + d_b * torch.exp(m_b - m)
 
 
-def online_normalizer(blocks: Iterable[Tensor]) -> tuple[Tensor, Tensor]:
-    """Maximum and normalizer of the scores, reading each block exactly once.
+def online_states(blocks: Iterable[Tensor]) -> Iterator[tuple[Tensor, Tensor]]:
+    """The state ``(m_j, d_j)`` after each block of scores, reading each block once.
 
     Args:
         blocks: consecutive blocks of the scores along the last dimension, each of
             shape ``(..., b)``; a generator works, since it is iterated once.
+
+    Yields:
+        ``(m_j, d_j)``, each of shape ``(...)``: the maximum of the scores read so
+        far and ``sum e^{x - m_j}`` over them.
+    """
+    m = d = None
+    for x_j in blocks:
+        m_j = x_j.amax(dim=-1)  # (...)
+        d_j = torch.exp(x_j - m_j.unsqueeze(-1)).sum(dim=-1)  # (...)
+        m, d = (m_j, d_j) if m is None else merge(m, d, m_j, d_j)
+        yield m, d
+
+
+def online_normalizer(blocks: Iterable[Tensor]) -> tuple[Tensor, Tensor]:
+    """Maximum and normalizer of the scores: the last state of :func:`online_states`.
+
+    Args:
+        blocks: as in :func:`online_states`.
 
     Returns:
         ``(m, d)``, each of shape ``(...)``: the maximum over all blocks and
@@ -51,14 +70,10 @@ def online_normalizer(blocks: Iterable[Tensor]) -> tuple[Tensor, Tensor]:
     Raises:
         ValueError: ``blocks`` is empty.
     """
-    m = d = None
-    for x_j in blocks:
-        m_j = x_j.amax(dim=-1)  # (...)
-        d_j = torch.exp(x_j - m_j.unsqueeze(-1)).sum(dim=-1)  # (...)
-        m, d = (m_j, d_j) if m is None else merge(m, d, m_j, d_j)
-    if m is None:
+    last = deque(online_states(blocks), maxlen=1)  # keeps only the final state
+    if not last:
         raise ValueError("blocks is empty: the softmax of nothing is undefined")
-    return m, d
+    return last[0]
 
 
 def online_softmax(x: Tensor, block_size: int = 1) -> Tensor:
