@@ -1,8 +1,6 @@
-"""The chapter's figures: the ring schedule they replay, and each figure's anatomy.
+"""The chapter's figures: the collectives' semantics, and each figure's anatomy.
 
-Ground truth for the schedule: the ring all-reduce of Patarasuk & Yuan (2009) as
-implemented in :mod:`aiinfra.comm.ring`: after the reduce-scatter rank r holds chunk
-r summed over all ranks, and after the all-gather every rank holds every sum.
+The step-by-step schedules (the ring's among them) are tested in ``test_steps``.
 """
 
 import io
@@ -11,33 +9,6 @@ import pytest
 from aiinfra import results
 from aiinfra.comm import figures
 from matplotlib.figure import Figure
-
-
-@pytest.mark.parametrize("p", [1, 2, 3, 4, 5, 8])
-def test_ring_schedule_ends_with_every_rank_holding_every_reduced_chunk(p):
-    steps = figures.simulate_ring_all_reduce(p)
-    assert len(steps) == 1 + 2 * (p - 1)
-    everyone = frozenset(range(p))
-    assert all(held == everyone for row in steps[-1].held for held in row)
-
-
-@pytest.mark.parametrize("p", [2, 3, 4, 7])
-def test_ring_reduce_scatter_leaves_chunk_r_fully_reduced_on_rank_r(p):
-    after_rs = figures.simulate_ring_all_reduce(p)[p - 1]
-    assert after_rs.phase == "reduce-scatter" and after_rs.step == p - 1
-    for r in range(p):
-        assert after_rs.held[r][r] == frozenset(range(p))
-        partial = [c for c in range(p) if after_rs.held[r][c] != frozenset(range(p))]
-        assert partial == [c for c in range(p) if c != r]
-
-
-def test_ring_schedule_sends_one_chunk_to_the_right_neighbour_per_step():
-    p = 5
-    for st in figures.simulate_ring_all_reduce(p)[1:]:
-        assert sorted((src, dst) for src, dst, _ in st.sends) == [
-            (r, (r + 1) % p) for r in range(p)
-        ]
-        assert sorted(c for _, _, c in st.sends) == list(range(p))  # all chunks move
 
 
 def test_collective_semantics_follow_their_definitions():
@@ -84,13 +55,6 @@ def test_collectives_figure_has_a_panel_per_collective():
         "all-to-all",
     ]
     _render(fig)
-
-
-def test_ring_schedule_figure_draws_every_buffer_and_send():
-    p = 4
-    (ax,) = figures.ring_schedule_figure(p).axes
-    steps = 1 + 2 * (p - 1)
-    assert len(ax.patches) == steps * p * p + 2 * (p - 1) * p  # boxes + send marks
 
 
 def test_results_figure_has_a_panel_per_collective(tmp_path, monkeypatch):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
-from aiinfra.comm import cost, figures
+from aiinfra.comm import cost, figures, schedules, steps
 from aiinfra.comm import results as busbw
 from aiinfra.report import Table
 
@@ -29,7 +29,12 @@ def collectives_figure() -> Figure:
 
 def ring_schedule_figure() -> Figure:
     """The ring all-reduce on four ranks, step by step."""
-    return figures.ring_schedule_figure(p=4)
+    return steps.ring_schedule_figure(p=4)
+
+
+def ring_schedule_frames() -> list[Figure]:
+    """The ring all-reduce on four ranks, one frame per step."""
+    return steps.ring_schedule_frames(p=4)
 
 
 def ring_latency_ms_1024_ranks() -> float:
@@ -45,9 +50,52 @@ def ib400_alpha_us() -> float:
 # doubling.rst
 
 
+def recursive_doubling_figure() -> Figure:
+    """Recursive doubling on eight ranks: whose vectors each rank has summed."""
+    return steps.recursive_doubling_figure(p=8)
+
+
+def recursive_doubling_frames() -> list[Figure]:
+    """Recursive doubling on eight ranks, one frame per step."""
+    return steps.recursive_doubling_frames(p=8)
+
+
+def halving_doubling_figure() -> Figure:
+    """Rabenseifner's halving-doubling all-reduce on eight ranks, step by step."""
+    return steps.halving_doubling_figure(p=8)
+
+
+def halving_doubling_frames() -> list[Figure]:
+    """Rabenseifner's halving-doubling all-reduce on eight ranks, one frame per step."""
+    return steps.halving_doubling_frames(p=8)
+
+
 def scaling_figure() -> Figure:
     """All-reduce time against ranks for the three algorithms, at several sizes."""
     return figures.scaling_figure()
+
+
+# trees.rst
+
+
+def binomial_broadcast_figure() -> Figure:
+    """The binomial-tree broadcast from rank 0 on eight ranks, round by round."""
+    return steps.binomial_broadcast_figure(p=8, root=0)
+
+
+def binomial_broadcast_frames() -> list[Figure]:
+    """The binomial-tree broadcast from rank 0 on eight ranks, one frame per round."""
+    return steps.binomial_broadcast_frames(p=8, root=0)
+
+
+def hierarchical_figure() -> Figure:
+    """The hierarchical all-reduce on two nodes of four ranks, phase by phase."""
+    return steps.hierarchical_figure(num_nodes=2, local_size=4)
+
+
+def hierarchical_frames() -> list[Figure]:
+    """The hierarchical all-reduce on two nodes of four ranks, one frame per phase."""
+    return steps.hierarchical_frames(num_nodes=2, local_size=4)
 
 
 # cost_model.rst
@@ -110,3 +158,45 @@ def measured_busbw_figure() -> Figure:
 def ring_over_torch_busbw() -> float:
     """Our ring's all-reduce busbw over torch.distributed's at 16 MiB (gloo)."""
     return busbw.busbw_ratio("all_reduce", "ring", "torch", RATIO_SIZE)
+
+
+# questions.rst
+
+_BYTES = cost.LinkModel(alpha=0.0, beta=1.0, name="bytes")  # the time is bytes sent
+
+
+def ring_steps_8_ranks() -> int:
+    """Communication steps of the ring all-reduce on 8 ranks."""
+    return len(schedules.simulate_ring_all_reduce(8)) - 1
+
+
+def recursive_doubling_steps_8_ranks() -> int:
+    """Communication steps of recursive doubling on 8 ranks."""
+    return len(schedules.simulate_recursive_doubling(8)) - 1
+
+
+def rabenseifner_steps_8_ranks() -> int:
+    """Communication steps of Rabenseifner's all-reduce on 8 ranks."""
+    return len(schedules.simulate_halving_doubling(8)) - 1
+
+
+def broadcast_round_of_rank_5() -> int:
+    """The round in which rank 5 receives a binomial broadcast from rank 0 of 8."""
+    rounds = schedules.simulate_binomial_broadcast(8, root=0)
+    return next(k for k, st in enumerate(rounds) if any(d == 5 for _, d in st.sends))
+
+
+def broadcast_parent_of_rank_5() -> int:
+    """The rank that sends a binomial broadcast from rank 0 of 8 to rank 5."""
+    rounds = schedules.simulate_binomial_broadcast(8, root=0)
+    return next(s for st in rounds for s, d in st.sends if d == 5)
+
+
+def hierarchical_inter_node_mib() -> float:
+    """MiB each rank sends between nodes: hierarchical all-reduce, 64 MiB, 2 x 4."""
+    return cost.ring_all_reduce_time(64 * MIB / 4, 2, _BYTES) / MIB
+
+
+def flat_ring_mib() -> float:
+    """MiB each rank sends in a flat ring all-reduce of 64 MiB on 8 ranks."""
+    return cost.ring_all_reduce_time(64 * MIB, 8, _BYTES) / MIB

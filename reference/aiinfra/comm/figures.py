@@ -3,16 +3,15 @@
 Each function returns a :class:`matplotlib.figure.Figure` (no pyplot, no global
 state) sized for a 700-pixel column: the cost model's all-reduce time against message
 size with its crossovers (Thakur, Rabenseifner & Gropp 2005), the same against the
-number of ranks, the semantics of the six collectives as before/after buffers, the
-ring all-reduce schedule (Patarasuk & Yuan 2009) replayed chunk by chunk by
-:func:`simulate_ring_all_reduce`, and measured bus bandwidth from a ``bench`` results
-file. Colour encodes the rank a chunk came from; a dark box holds a full sum.
+number of ranks, the semantics of the six collectives as before/after buffers, and
+measured bus bandwidth from a ``bench`` results file. Colour encodes the rank a chunk
+came from; a dark box holds a full sum. The step-by-step schedules of the algorithms
+are drawn by :mod:`aiinfra.comm.steps` with the buffer helpers of this module.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 from matplotlib import colormaps
@@ -24,6 +23,7 @@ from aiinfra import results
 from aiinfra.comm import cost
 
 SUM_COLOR = "0.25"  # a chunk that holds every rank's contribution
+RANK_COLORS = (0, 1, 2, 3, 4, 5, 6, 8, 9)  # tab10 without its grey, kept for sums
 ALL_REDUCE = {
     "ring": cost.ring_all_reduce_time,
     "recursive doubling": cost.recursive_doubling_all_reduce_time,
@@ -32,56 +32,6 @@ ALL_REDUCE = {
 
 # A buffer cell: (the ranks whose data it sums, the chunk index), or None if empty.
 Cell = tuple[frozenset[int], int] | None
-
-
-@dataclass(frozen=True)
-class RingStep:
-    """One step of the ring all-reduce: who sent which chunk, and the state after.
-
-    Args:
-        phase: ``"start"``, ``"reduce-scatter"`` or ``"all-gather"``.
-        step: 1-based step within the phase (0 for the start).
-        sends: ``(src, dst, chunk)`` for each rank's send in this step.
-        held: ``held[r][c]``, the ranks summed into rank r's copy of chunk c.
-    """
-
-    phase: str
-    step: int
-    sends: tuple[tuple[int, int, int], ...]
-    held: tuple[tuple[frozenset[int], ...], ...]
-
-
-def simulate_ring_all_reduce(p: int) -> list[RingStep]:
-    """Replay the ring all-reduce on p ranks of p chunks each, step by step.
-
-    The schedule of :func:`aiinfra.comm.ring_all_reduce`: in reduce-scatter step s
-    (0-based) rank r sends its partial sum of chunk (r - 1 - s) mod p to rank r + 1,
-    which adds its own part; after p - 1 steps rank r holds the full sum of chunk r.
-    In all-gather step s rank r forwards chunk (r - s) mod p, which the receiver
-    copies. All sends of a step happen at once.
-
-    Returns:
-        The start state and the 2(p - 1) steps, in order.
-
-    Raises:
-        ValueError: ``p`` < 1.
-    """
-    if isinstance(p, bool) or not isinstance(p, int) or p < 1:
-        raise ValueError(f"p must be an int >= 1, got {p!r}")
-    held = [[frozenset({r}) for _ in range(p)] for r in range(p)]
-    steps = [RingStep("start", 0, (), tuple(map(tuple, held)))]
-    for phase, offset in (("reduce-scatter", -1), ("all-gather", 0)):
-        for s in range(p - 1):
-            sends = tuple((r, (r + 1) % p, (r + offset - s) % p) for r in range(p))
-            payload = [held[src][c] for src, _, c in sends]  # sent before received
-            for (_, dst, c), data in zip(sends, payload, strict=True):
-                if phase == "reduce-scatter":
-                    assert not held[dst][c] & data, "a contribution summed twice"
-                    held[dst][c] = held[dst][c] | data
-                else:
-                    held[dst][c] = data
-            steps.append(RingStep(phase, s + 1, sends, tuple(map(tuple, held))))
-    return steps
 
 
 def collective_semantics(collective: str, p: int = 4) -> tuple[list, list]:
@@ -122,7 +72,7 @@ def _color(held: frozenset[int] | None, p: int) -> str | tuple:
     if not held:
         return "white"
     if len(held) == 1:
-        return colormaps["tab10"](next(iter(held)) % 10)
+        return colormaps["tab10"](RANK_COLORS[next(iter(held)) % len(RANK_COLORS)])
     if len(held) == p:
         return SUM_COLOR
     return str(round(0.85 - 0.5 * (len(held) - 1) / (p - 1), 3))  # partial sums
@@ -168,36 +118,6 @@ def collectives_figure(p: int = 4) -> Figure:
         ax.set_xticks([])
         for side in ax.spines.values():
             side.set_visible(False)
-    return fig
-
-
-def ring_schedule_figure(p: int = 4) -> Figure:
-    """The ring all-reduce state after every step; a thick edge marks a received chunk.
-
-    Rows are ranks, columns chunks; the fill darkens as a chunk sums more ranks.
-    """
-    steps = simulate_ring_all_reduce(p)
-    width = len(steps) * (p + 1) + 0.5  # in box units, rank labels included
-    fig = Figure(figsize=(7, 7 * (p + 1) / width), layout="constrained")
-    ax = fig.subplots()
-    for k, st in enumerate(steps):
-        x0 = k * (p + 1)
-        _draw_buffers(
-            ax,
-            [[(h, c) for c, h in enumerate(row)] for row in st.held],
-            x0,
-            p,
-            digits=False,
-        )
-        for _, dst, c in st.sends:
-            ax.add_patch(Rectangle((x0 + c, p - 1 - dst), 0.9, 0.9, fill=False, lw=2))
-        label = "start" if k == 0 else f"{'RS' if k < p else 'AG'} {st.step}"
-        ax.text(x0 + p / 2 - 0.05, p + 0.2, label, ha="center", fontsize=8)
-    for r in range(p):
-        ax.text(-0.2, p - 0.55 - r, f"r{r}", ha="right", va="center", fontsize=7)
-    ax.set(xlim=(-1.3, len(steps) * (p + 1) - 0.8), ylim=(-0.2, p + 0.8))
-    ax.set_aspect("equal")
-    ax.axis("off")
     return fig
 
 
