@@ -16,7 +16,8 @@ WALK_JS = """async () => {
   Reveal.configure({transition: 'none', backgroundTransition: 'none',
                     fragments: true});
   const box = () => document.querySelector('.reveal .slides').getBoundingClientRect();
-  const frame = () => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
+  const frame = () =>
+    new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
   const out = [];
   const slides = Reveal.getSlides();
   for (let i = 0; i < slides.length; i++) {
@@ -37,10 +38,11 @@ WALK_JS = """async () => {
                        && ['auto', 'scroll', 'hidden'].includes(st.overflowY))
         || (el.scrollWidth > el.clientWidth + 2
             && ['auto', 'scroll', 'hidden'].includes(st.overflowX));
-      if ((out_ || scrolls) && ['PRE', 'CODE', 'TABLE', 'IMG', 'FIGURE', 'P', 'UL',
-           'DIV', 'H1', 'H2', 'H3', 'MJX-CONTAINER', 'SVG'].includes(el.tagName.toUpperCase()))
-        cut.push(el.tagName + (out_ ? ' outside' : ' scrolls') + ' ' +
-                 (el.className && el.className.baseVal === undefined ? el.className : ''));
+      const kinds = ['PRE', 'CODE', 'TABLE', 'IMG', 'FIGURE', 'P', 'UL', 'DIV', 'H1',
+                     'H2', 'H3', 'MJX-CONTAINER', 'SVG'];
+      if ((out_ || scrolls) && kinds.includes(el.tagName.toUpperCase()))
+        cut.push(el.tagName + (out_ ? ' outside ' : ' scrolls ') +
+                 (typeof el.className === 'string' ? el.className : ''));
     }
     const scale = Reveal.getScale();
     const figures = [];
@@ -48,9 +50,11 @@ WALK_JS = """async () => {
       const m = Array.from(img.classList).find(c => c.startsWith('text-pt-'));
       if (!m || !img.naturalWidth) continue;
       const r = img.getBoundingClientRect();
-      // object-fit: contain: the drawn width is limited by the box's width or height
-      const k = Math.min(r.width / img.naturalWidth, r.height / img.naturalHeight) / scale;
-      figures.push({src: img.getAttribute('src'), fragment: img.classList.contains('fragment'),
+      // object-fit: contain: the drawing is limited by the box's width or height
+      const k = Math.min(r.width / img.naturalWidth,
+                         r.height / img.naturalHeight) / scale;
+      figures.push({src: img.getAttribute('src'),
+                    fragment: img.classList.contains('fragment'),
                     min_text_px: parseFloat(m.slice(8)) * 96 / 72 * k});
     }
     const notes = s.querySelector(':scope > aside.notes');
@@ -91,9 +95,7 @@ def main() -> None:  # pragma: no cover - a tool for looking
 
     site, deck, shots = sys.argv[1], sys.argv[2], pathlib.Path(sys.argv[3])
     shots.mkdir(parents=True, exist_ok=True)
-    handler = functools.partial(
-        http.server.SimpleHTTPRequestHandler, directory=site
-    )
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=site)
     handler.log_message = lambda *a: None
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -110,9 +112,14 @@ def main() -> None:  # pragma: no cover - a tool for looking
         b.close()
     (shots / "slides.json").write_text(json.dumps(slides, indent=1, ensure_ascii=False))
     for s in slides:
-        print(s["index"], s["title"][:50], "CUT" if s["cut"] else "", s["cut"][:3],
-              "notes" if s["notes_text"].strip() else "NO-NOTES",
-              [round(f["min_text_px"], 1) for f in s["figures"]])
+        print(
+            s["index"],
+            s["title"][:50],
+            "CUT" if s["cut"] else "",
+            s["cut"][:3],
+            "notes" if s["notes_text"].strip() else "NO-NOTES",
+            [round(f["min_text_px"], 1) for f in s["figures"]],
+        )
 
 
 if __name__ == "__main__":  # pragma: no cover

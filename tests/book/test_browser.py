@@ -13,7 +13,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from .conftest import CHAPTERS, DOCS
+from .conftest import CHAPTERS
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 FLAGS = [

@@ -185,16 +185,19 @@ def test_deck_list_gives_each_decks_length_and_timing(decks, chromium, server, l
     page = chromium.new_page(viewport={"width": 1280, "height": 720})
     try:
         page.goto(f"{server}/slides/{lang}/index.html")
-        text = page.inner_text("body")
+        page.wait_for_function("window.Reveal && Reveal.isReady()", timeout=30_000)
+        text = page.text_content(".reveal .slides")
     finally:
         page.close()
     from aiinfra_book.links import LABELS
 
     for chapter in CHAPTERS:
         count = len(decks(chapter, lang))
-        pattern = re.escape(LABELS["deck_length"][lang]).replace(
-            re.escape("{slides}"), str(count)
-        ).replace(re.escape("{minutes}"), r"\d+")
+        pattern = (
+            re.escape(LABELS["deck_length"][lang])
+            .replace(re.escape("{slides}"), str(count))
+            .replace(re.escape("{minutes}"), r"\d+")
+        )
         assert re.search(pattern, text), (chapter, count)
     assert len(re.findall(r"\d+ (?:min|分钟)", text)) > 3 * len(CHAPTERS)
 

@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import ast
-import pathlib
 import re
 
 import pytest
+from aiinfra_book import deck_text, figures, slide_layout  # noqa: E402  (conftest path)
 from docutils import nodes
 
 from .conftest import DOCS
 from .test_extension import _build
-
-from aiinfra_book import deck_text, figures, slide_layout  # noqa: E402  (conftest path)
-
 
 # ------------------------------------------------------------------ maths in notes
 
@@ -77,7 +74,10 @@ def test_a_cue_is_the_first_sentence_cut_at_a_clause():
     assert deck_text.cue("A cue, cut at its last comma, before the limit here.", 8) == (
         "A cue, cut at its last comma …"
     )
-    assert deck_text.cue("环形算法让每条链路都忙起来。其余略。") == "环形算法让每条链路都忙起来。"
+    assert (
+        deck_text.cue("环形算法让每条链路都忙起来。其余略。")
+        == "环形算法让每条链路都忙起来。"
+    )
 
 
 def test_citations_are_author_year_from_the_bibliography():
@@ -154,9 +154,11 @@ def test_every_listing_of_the_book_fits_its_slides():
                 (m[0], m[1].strip() or True)
                 for m in re.findall(r"   :([\w-]+):(.*)", opts)
             )
-            path = (rst.parent / target).resolve() if not target.startswith("/") else (
-                DOCS / target.lstrip("/")
-            ).resolve()
+            path = (
+                (rst.parent / target).resolve()
+                if not target.startswith("/")
+                else (DOCS / target.lstrip("/")).resolve()
+            )
             text, _ = LiteralIncludeReader(str(path), options, Config()).read()
             lines = slide_layout.algorithm_lines(text)
             parts = slide_layout.split_code(lines)
@@ -174,7 +176,9 @@ def _table(rows: int, cols: int = 3) -> nodes.table:
     group = nodes.tgroup(cols=cols)
     table += group
     head, body = nodes.thead(), nodes.tbody()
-    head += nodes.row("", *(nodes.entry("", nodes.paragraph("", f"h{c}")) for c in range(cols)))
+    head += nodes.row(
+        "", *(nodes.entry("", nodes.paragraph("", f"h{c}")) for c in range(cols))
+    )
     for r in range(rows):
         body += nodes.row(
             "", *(nodes.entry("", nodes.paragraph("", f"{r}.{c}")) for c in range(cols))
@@ -249,8 +253,11 @@ def test_a_question_folds_its_answer_in_the_book(tmp_path):
     assert out.returncode == 0, out.stderr
     html = (tmp_path / "out" / "index.html").read_text()
     assert '<p class="question-label">Question 1</p>' in html
-    assert re.search(r"<details class=\"aiinfra-answer\"><summary>Answer</summary>\s*"
-                     r"<p>Every link is busy.</p>\s*</details>", html)
+    assert re.search(
+        r"<details class=\"aiinfra-answer\"><summary>Answer</summary>\s*"
+        r"<p>Every link is busy.</p>\s*</details>",
+        html,
+    )
 
 
 def test_deck_fields_are_settable_on_the_command_line(book_tool):
@@ -258,9 +265,12 @@ def test_deck_fields_are_settable_on_the_command_line(book_tool):
         course="Systems for ML", lecturer="Dr. Li", date="2026-12-01"
     )
     assert args == [
-        "-D", "aiinfra_deck_course=Systems for ML",
-        "-D", "aiinfra_deck_lecturer=Dr. Li",
-        "-D", "aiinfra_deck_date=2026-12-01",
+        "-D",
+        "aiinfra_deck_course=Systems for ML",
+        "-D",
+        "aiinfra_deck_lecturer=Dr. Li",
+        "-D",
+        "aiinfra_deck_date=2026-12-01",
     ]
 
 
@@ -273,3 +283,35 @@ def test_slide_text_labels_exist_in_both_languages():
         assert fields[0] == fields[1], key
 
 
+def test_every_formula_defines_its_symbols_on_its_slide():
+    """Each display formula of a chapter is followed by a slide-only ``symbols``
+    paragraph (a formula slide says what its letters are)."""
+    block = re.compile(r"^\.\. math::\n\n(?:   .*\n|\n)+", re.M)
+    symbols = re.compile(r"\.\. only:: revealjs\n\n   \.\. rst-class:: symbols\n\n   \S")
+    count = 0
+    for rst in sorted(DOCS.glob("*/*.rst")):
+        if rst.parent.name == "api":
+            continue
+        text = rst.read_text(encoding="utf-8")
+        for m in block.finditer(text):
+            count += 1
+            after = text[m.end() : m.end() + 200]
+            assert symbols.match(after), f"{rst.name}: {m.group(0)[:60]!r}"
+    assert count >= 15
+
+
+def test_chinese_loses_stray_spaces_but_keeps_them_around_code_and_latin():
+    from aiinfra_book import cjk
+
+    para = nodes.paragraph(
+        "",
+        "",
+        nodes.Text("使用 "),
+        nodes.reference("", "全归约"),
+        nodes.Text(" 的结果 "),
+        nodes.literal("", "bufs"),
+        nodes.Text(" 与 rank （见上）。"),
+    )
+    cjk.tidy_doctree(para)
+    assert para.astext() == "使用全归约的结果 bufs 与 rank（见上）。"
+    assert cjk.tidy("同一个 rank，在那里") == "同一个 rank，在那里"

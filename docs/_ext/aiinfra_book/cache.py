@@ -50,14 +50,21 @@ def tree_hash(
     return h.hexdigest()
 
 
+# The extension's own code that turns a result into what a page shows (how a figure
+# is drawn for a slide, how a value is formatted): a change redraws every figure.
+_DRAWING = ("figures.py", "compute.py")
+
+
 def stamp(package: pathlib.Path, data: pathlib.Path) -> str:
     """What every cached result depends on, as one string."""
     versions = ";".join(
         f"{name}={_version(name)}" for name in ("torch", "matplotlib", "aiinfra")
     )
+    here = pathlib.Path(__file__).parent
+    drawing = hashlib.sha256(b"".join((here / f).read_bytes() for f in _DRAWING))
     return (
         f"python={platform.python_version()};{versions};"
-        f"sources={tree_hash(package, data)[:20]}"
+        f"sources={tree_hash(package, data)[:20]};drawing={drawing.hexdigest()[:12]}"
     )
 
 

@@ -16,7 +16,10 @@ from docutils import nodes
 from sphinx.application import Sphinx
 
 HAN = "\u3400-\u4dbf\u4e00-\u9fff"
-FULL_PUNCT = "\u3000-\u303f\uff01-\uff0f\uff1a-\uff20\uff3b-\uff40\uff5b-\uff65\u2018\u2019\u201c\u201d\u2014\u2026"
+FULL_PUNCT = (
+    "\u3000-\u303f\uff01-\uff0f\uff1a-\uff20\uff3b-\uff40\uff5b-\uff65"
+    "\u2018\u2019\u201c\u201d\u2014\u2026"
+)
 TIGHT = f"[{HAN}{FULL_PUNCT}]"
 # A run of spaces with Chinese on both sides, or full-width punctuation on one side.
 _STRAY = re.compile(
@@ -34,7 +37,14 @@ def tidy(text: str) -> str:
 def _is_code(node: nodes.Node) -> bool:
     p = node.parent
     while p is not None:
-        if isinstance(p, nodes.literal_block | nodes.literal | nodes.math | nodes.math_block | nodes.raw):
+        if isinstance(
+            p,
+            nodes.literal_block
+            | nodes.literal
+            | nodes.math
+            | nodes.math_block
+            | nodes.raw,
+        ):
             return True
         p = p.parent
     return False
@@ -42,9 +52,13 @@ def _is_code(node: nodes.Node) -> bool:
 
 def tidy_doctree(doctree: nodes.Node) -> None:
     """Apply :func:`tidy` within and across the text nodes of a doctree."""
-    texts = [t for t in doctree.findall(nodes.Text) if not _is_code(t)]
     previous: nodes.Text | None = None
-    for text in texts:
+    for text in list(doctree.findall(nodes.Text)):
+        if _is_code(text):
+            # Code and maths keep their spaces, and so does the text around them
+            # ("是 ``bufs`` 的"): Latin next to Chinese is spaced.
+            previous = None
+            continue
         value = tidy(str(text))
         if previous is not None and previous.parent is not None:
             before = str(previous)

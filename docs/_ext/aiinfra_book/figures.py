@@ -244,9 +244,9 @@ def slide_text_scale(svg: str) -> float:
     width, height = svg_size_px(svg)
     k = min(SLIDE_BOX[0] / width, SLIDE_BOX[1] / height)
     smallest = min_text_pt(svg) * 96 / 72 * k
-    if smallest <= 0:
+    if smallest <= 0 or smallest >= SLIDE_MIN_TEXT_PX:
         return 1.0
-    return min(MAX_TEXT_SCALE, max(1.0, SLIDE_MIN_TEXT_PX / smallest * 1.05))
+    return min(MAX_TEXT_SCALE, SLIDE_MIN_TEXT_PX / smallest * 1.05)
 
 
 def enlarge_text(figure: Any, scale: float) -> None:
@@ -268,7 +268,7 @@ def enlarge_text(figure: Any, scale: float) -> None:
 
 def _text_class(svg: str) -> str:
     """``text-pt-9``: the figure's smallest text, for the decks' legibility test."""
-    return f"text-pt-{int(min_text_pt(svg))}"
+    return f"text-pt-{min_text_pt(svg):.1f}"
 
 
 def min_text_pt(svg: str) -> float:
@@ -362,20 +362,22 @@ class RenderFigures(SphinxTransform):
         fonts = cjk_fonts() if cjk else []
 
         def draw() -> str:
-            figure = evaluate(target, cache, DOCS=docs)
-            try:
-                svg = render_svg(figure, translations, cjk)
-            finally:
-                _close(figure)
-            if not deck or slide_text_scale(svg) == 1.0:
-                return svg
-            # Drawn again, text enlarged: the first drawing measured how much.
-            figure = evaluate(target, cache, DOCS=docs)
-            try:
-                enlarge_text(figure, slide_text_scale(svg))
-                return render_svg(figure, translations, cjk)
-            finally:
-                _close(figure)
+            # On a slide the text is drawn larger until the smallest reaches
+            # SLIDE_MIN_TEXT_PX (larger text grows the figure, hence the passes).
+            scale, svg = 1.0, ""
+            for _ in range(4 if deck else 1):
+                figure = evaluate(target, cache, DOCS=docs)
+                try:
+                    if scale != 1.0:
+                        enlarge_text(figure, scale)
+                    svg = render_svg(figure, translations, cjk)
+                finally:
+                    _close(figure)
+                more = slide_text_scale(svg)
+                if more == 1.0 or scale >= MAX_TEXT_SCALE:
+                    break
+                scale = min(MAX_TEXT_SCALE, scale * more)
+            return svg
 
         def draw_frames() -> list[str]:
             figures = evaluate(frames, cache, DOCS=docs)

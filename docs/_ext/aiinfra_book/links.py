@@ -35,6 +35,7 @@ LABELS = {
     "other": {"en": "中文", "zh_CN": "English"},
     # The decks (slides.py, slide_layout.py, questions.py)
     "chapter": {"en": "Chapter {n}", "zh_CN": "第 {n} 章"},
+    "open_deck": {"en": "Open the deck", "zh_CN": "打开幻灯片"},
     "question": {"en": "Question {n}", "zh_CN": "问题 {n}"},
     "answer": {"en": "Answer", "zh_CN": "答案"},
     "recap": {"en": "Recap", "zh_CN": "回顾"},

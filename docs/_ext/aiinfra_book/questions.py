@@ -99,7 +99,8 @@ def visit_answer(self: nodes.NodeVisitor, node: aiinfra_answer) -> None:
     label = LABELS["answer"][_lang(self)]
     if self.builder.name == "revealjs":  # shown on the next key press
         self.body.append(
-            f'<div class="aiinfra-answer fragment"><p class="answer-label">{label}</p>\n'
+            '<div class="aiinfra-answer fragment">'
+            f'<p class="answer-label">{label}</p>\n'
         )
     else:
         self.body.append(

@@ -216,9 +216,7 @@ def fit_code(block: nodes.Element) -> list[nodes.Element]:
         lit["linenos"] = False
         if len(parts) > 1:
             lit["classes"].append(f"part-{k + 1}-of-{len(parts)}")
-        wrapper = nodes.container(
-            "", copy, classes=["deck-code", _font_class(lines)]
-        )
+        wrapper = nodes.container("", copy, classes=["deck-code", _font_class(lines)])
         if k > 0:  # the source line belongs under the first part only
             for para in list(copy.findall(nodes.paragraph)):
                 if "aiinfra-source" in para["classes"]:
@@ -281,8 +279,9 @@ def fit_figure(figure: nodes.figure) -> tuple[nodes.figure, list[nodes.Node]]:
     caption = next(iter(figure.findall(nodes.caption)), None)
     if caption is not None:
         full = nodes.paragraph("", "", *[c.deepcopy() for c in caption.children])
-        short = first_sentence(" ".join(caption.astext().split()))
-        if short != " ".join(caption.astext().split()):
+        spoken = _text(full)  # maths as Unicode: a caption is one line of text
+        short = first_sentence(spoken)
+        if short != spoken or any(full.findall(nodes.math)):
             to_notes.append(full)
             caption.children = []
             caption += nodes.Text(short)
@@ -418,7 +417,8 @@ def layout_section(section: nodes.section, lang: str) -> None:
         paragraphs = [p for p in last.prose if isinstance(p, nodes.paragraph)]
         if paragraphs:
             lead = nodes.paragraph(
-                "", first_sentence(" ".join(speakable(paragraphs[0]).astext().split())),
+                "",
+                first_sentence(" ".join(speakable(paragraphs[0]).astext().split())),
                 classes=["deck-lead"],
             )
             last.items.insert(0, lead)
@@ -442,7 +442,9 @@ def layout_section(section: nodes.section, lang: str) -> None:
     _place(section, slides)
 
 
-def _place(section: nodes.section, slides: list[tuple[list[nodes.Node], deck_notes]]) -> None:
+def _place(
+    section: nodes.section, slides: list[tuple[list[nodes.Node], deck_notes]]
+) -> None:
     """The first slide's content stays in ``section``; the others follow it."""
     at = section.first_child_matching_class(nodes.section)
     at = len(section) if at is None else at
@@ -480,7 +482,9 @@ def keypoints_slides(doctree: nodes.document, lang: str) -> None:
             continue
         # reveal.js nests at most two levels (horizontal, then vertical).
         host = parent if section_depth(parent) <= 2 else parent.parent
-        slide = nodes.section("", ids=[f"keypoints-{id(adm)}"], classes=["deck-keypoints"])
+        slide = nodes.section(
+            "", ids=[f"keypoints-{id(adm)}"], classes=["deck-keypoints"]
+        )
         slide += nodes.title("", "", *title.children)
         title.parent.remove(title)
         parent.remove(adm)

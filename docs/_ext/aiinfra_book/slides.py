@@ -236,15 +236,18 @@ def _citation(
     if xref.get("reftype") == "t":
         parts = [re.sub(r", (\S+)$", r" (\1)", bib.cite(k, lang)) for k in found]
         return "、".join(parts) if zh else "; ".join(parts)
-    inner = "；".join(bib.cite(k, lang) for k in found) if zh else "; ".join(
-        bib.cite(k, lang) for k in found
+    inner = (
+        "；".join(bib.cite(k, lang) for k in found)
+        if zh
+        else "; ".join(bib.cite(k, lang) for k in found)
     )
     return f"（{inner}）" if zh else f"({inner})"
 
 
 def lay_out_slides(app: Sphinx, doctree: nodes.document, docname: str) -> None:
-    """Cut each page into slides with notes (revealjs build only)."""
-    if app.builder.name != "revealjs":
+    """Cut each page into slides with notes (revealjs build only); the deck list
+    (the root document) is laid out by :func:`fill_deck_list` instead."""
+    if app.builder.name != "revealjs" or docname == app.config.root_doc:
         return
     slide_layout.layout(doctree, _lang(app.config))
 
@@ -284,9 +287,7 @@ def slide_minutes(slide: nodes.section) -> float:
         if "deck-frame" in i["classes"]
     ]
     minutes += MIN_PER_FRAME * max(0, len(frames) - 1)
-    if any(
-        isinstance(c, aiinfra_question) for c in slide.children
-    ):
+    if any(isinstance(c, aiinfra_question) for c in slide.children):
         minutes += MIN_PER_QUESTION
     return minutes
 
@@ -318,37 +319,63 @@ def deck_timing(app: Sphinx, chapter_index: str) -> list[tuple[str, int, float]]
     return rows
 
 
+def _plural(text: str, lang: str) -> str:
+    return re.sub(r"\b1 slides\b", "1 slide", text) if lang == "en" else text
+
+
 def fill_deck_list(app: Sphinx, doctree: nodes.document, docname: str) -> None:
-    """On the deck list, each deck's slides and minutes, per section."""
+    """The deck list: one slide per deck, with its length and minutes per section."""
     if app.builder.name != "revealjs" or docname != app.config.root_doc:
         return
     lang = _lang(app.config)
-    lists = [b for b in doctree.findall(nodes.bullet_list) if "aiinfra-chapters" in b["classes"]]
+    lists = [
+        b
+        for b in doctree.findall(nodes.bullet_list)
+        if "aiinfra-chapters" in b["classes"]
+    ]
     for chapters_list in lists:
+        host = chapters_list.parent
+        while not isinstance(host, nodes.section):
+            host = host.parent
+        at = host.index(chapters_list) if chapters_list.parent is host else len(host)
+        slides = []
         for item, index in zip(
             chapters_list.children, chapter_indexes(app.env), strict=False
         ):
             rows = deck_timing(app, index)
-            slides = sum(r[1] for r in rows)
+            count = sum(r[1] for r in rows)
             total = round(sum(r[2] for r in rows))
-            item[0] += nodes.Text(
-                " · " + LABELS["deck_length"][lang].format(slides=slides, minutes=total)
-            )
-            sections = nodes.bullet_list(classes=["deck-timing"])
-            for title, count, minutes in rows[1:]:
+            slide = nodes.section("", ids=[f"deck-{index.split('/')[0]}"])
+            slide += nodes.title("", rows[0][0] if rows else index)
+            links = item[0].deepcopy()  # the deck and the book
+            deck_link = next(iter(links.findall(nodes.reference)))
+            deck_link.children = [nodes.Text(LABELS["open_deck"][lang])]
+            length = LABELS["deck_length"][lang].format(slides=count, minutes=total)
+            links += nodes.Text(" · " + _plural(length, lang))
+            links["classes"].append("deck-list-links")
+            slide += links
+            timing = nodes.bullet_list(classes=["deck-timing"])
+            for title, n, minutes in rows[1:]:
                 text = LABELS["section_timing"][lang].format(
-                    title=title, slides=count, minutes=max(1, round(minutes))
+                    title=title, slides=n, minutes=max(1, round(minutes))
                 )
-                sections += nodes.list_item("", nodes.paragraph("", text))
-            item += sections
+                timing += nodes.list_item("", nodes.paragraph("", _plural(text, lang)))
+            slide += timing
+            slides.append(slide)
         note = LABELS["timing_rule"][lang].format(
-            wpm=WORDS_PER_MINUTE, cpm=CHARS_PER_MINUTE, slide=MIN_PER_SLIDE,
+            wpm=WORDS_PER_MINUTE,
+            cpm=CHARS_PER_MINUTE,
+            slide=MIN_PER_SLIDE,
             question=MIN_PER_QUESTION,
         )
-        chapters_list.parent.insert(
-            chapters_list.parent.index(chapters_list) + 1,
-            nodes.paragraph("", note, classes=["deck-timing-rule"]),
+        chapters_list.replace_self(
+            nodes.paragraph("", note, classes=["deck-timing-rule"])
         )
+        # Each deck a vertical slide under the list's section.
+        first = host.first_child_matching_class(nodes.section)
+        at = len(host) if first is None else first
+        for k, slide in enumerate(slides):
+            host.insert(at + k, slide)
 
 
 # ------------------------------------------------------------------ incremental
