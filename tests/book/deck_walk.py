@@ -55,7 +55,8 @@ WALK_JS = """async () => {
                          r.height / img.naturalHeight) / scale;
       figures.push({src: img.getAttribute('src'),
                     fragment: img.classList.contains('fragment'),
-                    min_text_px: parseFloat(m.slice(8)) * 96 / 72 * k});
+                    min_text_px: parseFloat(m.slice(8)) * 96 / 72 * k,
+                    drawn_w: img.naturalWidth * k, drawn_h: img.naturalHeight * k});
     }
     const notes = s.querySelector(':scope > aside.notes');
     out.push({
@@ -65,6 +66,7 @@ WALK_JS = """async () => {
       notes_html: notes ? notes.innerHTML : '',
       notes_text: notes ? notes.textContent : '',
       fragments: s.querySelectorAll('.fragment').length,
+      code: Array.from(s.querySelectorAll('pre code')).map(c => c.className),
       frames: s.querySelectorAll('.deck-frames img').length,
       figures: figures,
       text: (s.innerText || '').slice(0, 400),

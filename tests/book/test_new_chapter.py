@@ -175,8 +175,13 @@ def test_the_new_chapter_gets_its_deck_with_its_sections(book):
     assert "First idea" in deck and "Second idea" in deck
     assert "Prose of first" in deck.split('<aside class="notes">', 1)[1]
     assert 'href="../../../en/newchapter/index.html"' in deck
+    # A title slide: the course and the chapter's number.
+    assert re.search(r'<p class="deck-course">[^<]* · Chapter \d+</p>', deck)
     front = (out / "index.html").read_text(encoding="utf-8")
-    assert 'href="newchapter/index.html">New chapter</a>' in front
+    # The deck list: a slide for the new deck, with its link, length and timing.
+    assert re.search(r"<h[23]>New chapter</h[23]>", front)
+    assert 'href="newchapter/index.html">Open the deck</a>' in front
+    assert re.search(r"\d+ slides, about \d+ min", front)
     assert not (out / "api").exists(), "the API is not a deck"
 
 

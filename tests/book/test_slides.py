@@ -287,7 +287,9 @@ def test_every_formula_defines_its_symbols_on_its_slide():
     """Each display formula of a chapter is followed by a slide-only ``symbols``
     paragraph (a formula slide says what its letters are)."""
     block = re.compile(r"^\.\. math::\n\n(?:   .*\n|\n)+", re.M)
-    symbols = re.compile(r"\.\. only:: revealjs\n\n   \.\. rst-class:: symbols\n\n   \S")
+    symbols = re.compile(
+        r"\.\. only:: revealjs\n\n   \.\. rst-class:: symbols\n\n   \S"
+    )
     count = 0
     for rst in sorted(DOCS.glob("*/*.rst")):
         if rst.parent.name == "api":
