@@ -85,17 +85,26 @@ def walk(page, url: str) -> list[dict]:
 
 
 def main() -> None:  # pragma: no cover - a tool for looking
+    import argparse
     import functools
     import http.server
     import json
     import pathlib
     import shutil
-    import sys
     import threading
 
     from playwright.sync_api import sync_playwright
 
-    site, deck, shots = sys.argv[1], sys.argv[2], pathlib.Path(sys.argv[3])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("site", type=pathlib.Path, help="the built site (build/site)")
+    parser.add_argument("deck", help="a deck under the site, e.g. slides/en/models/")
+    parser.add_argument("shots", type=pathlib.Path, help="folder for the screenshots")
+    args = parser.parse_args()
+    site, deck, shots = args.site, args.deck, args.shots
+    if not (site / deck).is_file():
+        parser.error(f"no deck at {site / deck} (build it: nox -s book)")
+    if not shutil.which("chromium"):
+        parser.error("no chromium on PATH (apt-get install chromium)")
     shots.mkdir(parents=True, exist_ok=True)
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=site)
     handler.log_message = lambda *a: None
