@@ -181,7 +181,10 @@ def test_print_to_pdf_keeps_every_line_and_row(chromium, server, chapter):
 
     page = chromium.new_page(viewport={"width": 1280, "height": 720})
     try:
-        page.goto(f"{server}/slides/en/{chapter}/index.html?print-pdf")
+        # Fragments shown at once: by default each step of a frames stack (and each
+        # answer) is a page of its own, which adds pages but no line or row.
+        url = f"{server}/slides/en/{chapter}/index.html"
+        page.goto(f"{url}?print-pdf&pdfSeparateFragments=false")
         page.wait_for_function("window.Reveal && Reveal.isReady()", timeout=30_000)
         page.wait_for_timeout(500)
         lines = page.evaluate(

@@ -200,8 +200,17 @@ class FigureDirective(SphinxDirective):
 
 
 def _strings(directive: SphinxDirective, target: str) -> list[str]:
-    """The words of a figure, or of every frame of a list of figures."""
-    value = evaluate_in(directive, target)
+    """The words of a figure, or of every frame of a list of figures.
+
+    Frames are not kept in the cache (only their words and drawings are): pickling
+    dozens of figures costs more than drawing them again.
+    """
+    if target == directive.options.get("frames", "").strip():
+        env = directive.env
+        env.aiinfra_computed.add(env.current_document.docname)
+        value = evaluate(target, None, DOCS=pathlib.Path(env.srcdir))
+    else:
+        value = evaluate_in(directive, target)
     figures = value if isinstance(value, list) else [value]
     if not figures or not all(_is_figure(f) for f in figures):
         raise TypeError(
@@ -246,7 +255,7 @@ def slide_text_scale(svg: str) -> float:
     smallest = min_text_pt(svg) * 96 / 72 * k
     if smallest <= 0 or smallest >= SLIDE_MIN_TEXT_PX:
         return 1.0
-    return min(MAX_TEXT_SCALE, SLIDE_MIN_TEXT_PX / smallest * 1.05)
+    return min(MAX_TEXT_SCALE, SLIDE_MIN_TEXT_PX / smallest * 1.1)
 
 
 def enlarge_text(figure: Any, scale: float) -> None:
@@ -361,26 +370,31 @@ class RenderFigures(SphinxTransform):
         docs = pathlib.Path(self.env.srcdir)
         fonts = cjk_fonts() if cjk else []
 
-        def draw() -> str:
-            # On a slide the text is drawn larger until the smallest reaches
-            # SLIDE_MIN_TEXT_PX (larger text grows the figure, hence the passes).
-            scale, svg = 1.0, ""
-            for _ in range(4 if deck else 1):
-                figure = evaluate(target, cache, DOCS=docs)
-                try:
-                    if scale != 1.0:
-                        enlarge_text(figure, scale)
-                    svg = render_svg(figure, translations, cjk)
-                finally:
-                    _close(figure)
+        def draw(scale: float = 1.0) -> str:
+            figure = evaluate(target, cache, DOCS=docs)
+            try:
+                if scale != 1.0:
+                    enlarge_text(figure, scale)
+                return render_svg(figure, translations, cjk)
+            finally:
+                _close(figure)
+
+        def draw_for_slide() -> str:
+            # The book's drawing (cached: the book build of this language shares
+            # it) says how much larger the text must be; larger text grows the
+            # figure, so the result is measured again.
+            svg = cache.get(f"figure-svg\0{book_key}", draw)
+            scale = 1.0
+            for _ in range(3):
                 more = slide_text_scale(svg)
                 if more == 1.0 or scale >= MAX_TEXT_SCALE:
                     break
                 scale = min(MAX_TEXT_SCALE, scale * more)
+                svg = draw(scale)
             return svg
 
         def draw_frames() -> list[str]:
-            figures = evaluate(frames, cache, DOCS=docs)
+            figures = evaluate(frames, None, DOCS=docs)  # not pickled: drawn once
             try:
                 return [render_svg(f, translations, cjk) for f in figures]
             finally:
@@ -389,7 +403,8 @@ class RenderFigures(SphinxTransform):
 
         # The drawn SVG is cached too, per language and translation: the book and
         # the decks of one language draw each figure once.
-        key = json.dumps([target, lang, sorted(translations.items()), fonts, deck])
+        drawing = [target, lang, sorted(translations.items()), fonts]
+        book_key, key = json.dumps([*drawing, False]), json.dumps([*drawing, deck])
         image = words.parent.next_node(nodes.image)
         if frames:
             key = json.dumps([frames, lang, sorted(translations.items()), fonts])
@@ -405,7 +420,7 @@ class RenderFigures(SphinxTransform):
                 stack += frame
             image.parent.replace(image, stack)
         else:
-            svg = cache.get(f"figure-svg\0{key}", draw)
+            svg = cache.get(f"figure-svg\0{key}", draw_for_slide if deck else draw)
             image["uri"] = self._write(svg, lang, target + ("\0deck" if deck else ""))
             if deck:
                 image["classes"].append(_text_class(svg))
