@@ -26,7 +26,10 @@ WALK_JS = """async () => {
     await frame();
     const b = box();
     const cut = [];
-    for (const el of s.querySelectorAll('*')) {
+    // Blocks only: a code line's spans or a formula's glyphs are inside them.
+    const blocks = 'pre, code, table, img, figure, p, ul, ol, div, h1, h2, h3, '
+      + 'mjx-container';
+    for (const el of s.querySelectorAll(blocks)) {
       if (el.closest('aside.notes')) continue;
       const r = el.getBoundingClientRect();
       if (r.height === 0 || r.width === 0) continue;
@@ -38,9 +41,7 @@ WALK_JS = """async () => {
                        && ['auto', 'scroll', 'hidden'].includes(st.overflowY))
         || (el.scrollWidth > el.clientWidth + 2
             && ['auto', 'scroll', 'hidden'].includes(st.overflowX));
-      const kinds = ['PRE', 'CODE', 'TABLE', 'IMG', 'FIGURE', 'P', 'UL', 'DIV', 'H1',
-                     'H2', 'H3', 'MJX-CONTAINER', 'SVG'];
-      if ((out_ || scrolls) && kinds.includes(el.tagName.toUpperCase()))
+      if (out_ || scrolls)
         cut.push(el.tagName + (out_ ? ' outside ' : ' scrolls ') +
                  (typeof el.className === 'string' ? el.className : ''));
     }

@@ -9,6 +9,7 @@ list's slide counts are the decks' own.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import io
 import re
@@ -137,18 +138,25 @@ def _evaluate(target: str):
     return eval(expression, vars(importlib.import_module(module)))  # noqa: S307
 
 
+@functools.lru_cache
+def _frames_counts(chapter: str) -> list[int]:
+    """How many frames the package draws for each ``:frames:`` of a chapter."""
+    counts = []
+    for target in _frames_targets(chapter):
+        frames = _evaluate(target)
+        counts.append(len(frames))
+        for f in frames:
+            f.clear()
+    return counts
+
+
 @pytest.mark.parametrize("lang", LANGS)
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_each_algorithm_steps_frame_by_frame(decks, chapter, lang):
     """A ``:frames:`` figure is one slide whose frames the arrow key advances: as
     many frames as the package draws (one per step: the package's tests check the
     steps against the algorithm), all but the first a fragment."""
-    expected = []
-    for target in _frames_targets(chapter):
-        frames = _evaluate(target)
-        expected.append(len(frames))
-        for f in frames:
-            f.clear()
+    expected = _frames_counts(chapter)
     stacks = [s for s in decks(chapter, lang) if s["frames"]]
     assert [s["frames"] for s in stacks] == expected
     for s in stacks:
