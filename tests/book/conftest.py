@@ -66,3 +66,19 @@ def server(site) -> str:
     yield f"http://127.0.0.1:{httpd.server_address[1]}"
     httpd.shutdown()
     httpd.server_close()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """One headless Chromium for every browser check (test_browser, test_decks)."""
+    from .chromium import CHROMIUM, FLAGS, _missing, sync_playwright
+
+    if _missing:
+        pytest.skip(_missing)
+    # Playwright gives each launch a new, empty profile (its own --user-data-dir).
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        try:
+            yield b
+        finally:
+            b.close()

@@ -6,56 +6,18 @@ Skipped with a reason where Chromium or Playwright is missing, except under CI
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 from urllib.parse import urlparse
 
 import pytest
 
+from .chromium import _missing
 from .conftest import CHAPTERS
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
-try:
-    from playwright.sync_api import sync_playwright
-except ImportError:  # pragma: no cover - depends on the machine
-    sync_playwright = None
-
-_missing = (
-    "playwright is not installed"
-    if sync_playwright is None
-    else "no chromium on PATH (apt-get install chromium)"
-    if not CHROMIUM
-    else ""
-)
-if _missing and os.environ.get("CI") == "true":
-    raise RuntimeError(f"browser checks must run under CI, but {_missing}")
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.skipif(bool(_missing), reason=_missing or "ok"),
 ]
-
-
-@pytest.fixture(scope="module")
-def browser():
-    # Playwright gives each launch a new, empty profile (its own --user-data-dir).
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        try:
-            yield b
-        finally:
-            b.close()
 
 
 class Page:

@@ -16,9 +16,9 @@ import re
 
 import pytest
 
+from .chromium import _missing
 from .conftest import CHAPTERS, DOCS
 from .deck_walk import walk
-from .test_browser import CHROMIUM, FLAGS, _missing, sync_playwright
 
 pytestmark = [
     pytest.mark.browser,
@@ -29,23 +29,13 @@ MIN_FIGURE_TEXT_PX = 18  # of a 1280x720 slide: 27 px on a 1080p projector
 
 
 @pytest.fixture(scope="module")
-def chromium():
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        try:
-            yield b
-        finally:
-            b.close()
-
-
-@pytest.fixture(scope="module")
-def decks(chromium, server):
+def decks(browser, server):
     """Each deck walked once: ``decks(chapter, lang)`` -> one record per slide."""
     walked: dict[tuple[str, str], list[dict]] = {}
 
     def get(chapter: str, lang: str) -> list[dict]:
         if (chapter, lang) not in walked:
-            page = chromium.new_page(viewport={"width": 1280, "height": 720})
+            page = browser.new_page(viewport={"width": 1280, "height": 720})
             try:
                 url = f"{server}/slides/{lang}/{chapter}/index.html"
                 walked[chapter, lang] = walk(page, url)
@@ -184,10 +174,10 @@ def test_deck_has_the_structure_of_a_lecture(decks, chapter, lang):
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
-def test_print_to_pdf_keeps_every_line_and_row(chromium, server, chapter):
+def test_print_to_pdf_keeps_every_line_and_row(browser, server, chapter):
     import pypdf
 
-    page = chromium.new_page(viewport={"width": 1280, "height": 720})
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
     try:
         # Fragments shown at once: by default each step of a frames stack (and each
         # answer) is a page of its own, which adds pages but no line or row.
@@ -214,8 +204,8 @@ def test_print_to_pdf_keeps_every_line_and_row(chromium, server, chapter):
 
 
 @pytest.mark.parametrize("lang", LANGS)
-def test_deck_list_gives_each_decks_length_and_timing(decks, chromium, server, lang):
-    page = chromium.new_page(viewport={"width": 1280, "height": 720})
+def test_deck_list_gives_each_decks_length_and_timing(decks, browser, server, lang):
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
     try:
         page.goto(f"{server}/slides/{lang}/index.html")
         page.wait_for_function("window.Reveal && Reveal.isReady()", timeout=30_000)
@@ -235,9 +225,9 @@ def test_deck_list_gives_each_decks_length_and_timing(decks, chromium, server, l
     assert len(re.findall(r"\d+ (?:min|分钟)", text)) > 3 * len(CHAPTERS)
 
 
-def test_speaker_view_shows_the_current_slides_notes(chromium, server):
+def test_speaker_view_shows_the_current_slides_notes(browser, server):
     chapter = CHAPTERS[0]
-    context = chromium.new_context(viewport={"width": 1280, "height": 720})
+    context = browser.new_context(viewport={"width": 1280, "height": 720})
     try:
         page = context.new_page()
         page.goto(f"{server}/slides/en/{chapter}/index.html#/1")
