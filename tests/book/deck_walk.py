@@ -16,8 +16,7 @@ WALK_JS = """async () => {
   Reveal.configure({transition: 'none', backgroundTransition: 'none',
                     fragments: true});
   const box = () => document.querySelector('.reveal .slides').getBoundingClientRect();
-  const frame = () =>
-    new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
+  const frame = () => new Promise(r => requestAnimationFrame(r));
   const out = [];
   const slides = Reveal.getSlides();
   for (let i = 0; i < slides.length; i++) {
