@@ -128,17 +128,6 @@ def site_path(out: pathlib.Path, builder: str, lang: str) -> pathlib.Path:
     return out / lang if builder == "html" else out / "slides" / lang
 
 
-def warm_cache(jobs: int) -> int:
-    """Compute the pages' values in ``jobs`` processes when the cache lacks them
-    (``docs/_ext/aiinfra_book/warm.py``); return how many were computed."""
-    for path in (DOCS / "_ext", ROOT / "reference"):
-        if str(path) not in sys.path:
-            sys.path.insert(0, str(path))
-    from aiinfra_book.warm import warm
-
-    return warm(DOCS, jobs)
-
-
 def build(
     out: pathlib.Path,
     langs: tuple[str, ...] = LANGS,
@@ -158,11 +147,6 @@ def build(
     outputs = [(b, lang) for lang in langs for b in builders]
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(outputs)))
     t0 = time.perf_counter()
-    if jobs > 1:  # a cold cache: compute the values on every core first
-        computed = warm_cache(jobs)
-        if computed:
-            seconds = time.perf_counter() - t0
-            print(f"  computed {computed} values in {jobs} processes, {seconds:.1f} s")
     times, failed = {}, []
     with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
         futures = {

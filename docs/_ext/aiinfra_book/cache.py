@@ -100,10 +100,6 @@ class Cache:
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
-    def holds(self, target: str) -> bool:
-        """Whether ``target``'s result is stored (for this stamp)."""
-        return self._path(target).exists()
-
     def get(self, target: str, compute: Callable[[], Any]) -> Any:
         """The cached result of ``target``, computed by ``compute()`` on a miss.
 
