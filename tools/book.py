@@ -5,7 +5,7 @@
     python tools/book.py preview [--lang zh_CN] [--port 8000]   # live reload
     python tools/book.py serve [--port 8000] [--out DIR]
     python tools/book.py gettext           # docs -> build/gettext/*.pot
-    python tools/book.py translate         # gettext + sphinx-intl update + stat + todo
+    python tools/book.py translate         # gettext + update catalogues + stat + todo
     python tools/book.py stats             # sphinx-intl stat: per-catalogue counts
 
 The site folder (``build/site`` by default) holds ``en/`` and ``zh_CN/`` (the book;
@@ -185,11 +185,17 @@ def gettext(out: pathlib.Path = ROOT / "build" / "gettext") -> pathlib.Path:
 
 
 def translate() -> None:
-    """gettext -> sphinx-intl update -> sphinx-intl stat."""
+    """gettext -> update the catalogues -> sphinx-intl stat -> what is left."""
     pot = gettext()
-    intl = [sys.executable, "-m", "sphinx_intl"]
+    # As sphinx-intl update, plus previous msgids and prefills (tools/catalogues.py).
     subprocess.run(
-        [*intl, "update", "-p", str(pot), "-l", "zh_CN", "-d", str(LOCALE), "-w", "88"],
+        [
+            sys.executable,
+            str(ROOT / "tools" / "catalogues.py"),
+            "update",
+            "--pot",
+            str(pot),
+        ],
         check=True,
         cwd=ROOT,
     )
@@ -273,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--port", type=_port, default=8000)
     s.add_argument("--out", type=pathlib.Path, default=ROOT / "build" / "site")
     sub.add_parser("gettext", help="extract messages into build/gettext")
-    sub.add_parser("translate", help="gettext, sphinx-intl update, sphinx-intl stat")
+    sub.add_parser("translate", help="gettext, update catalogues, stat, what is left")
     sub.add_parser("stats", help="sphinx-intl stat of the Chinese catalogues")
     args = parser.parse_args(argv)
     if args.cmd == "build":

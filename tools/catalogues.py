@@ -2,6 +2,16 @@
 
     python tools/catalogues.py check   # every problem; exit status 1 if there is one
     python tools/catalogues.py todo    # the same list, per chapter; exit status 0
+    python tools/catalogues.py update --pot build/gettext   # merge new English in
+
+``update`` (run by ``nox -s translate`` after the gettext build) merges the templates
+into the catalogues as ``sphinx-intl update`` does, and also: a fuzzy entry keeps
+the English it was translated from as ``#| msgid`` (the translator sees what
+changed); a new entry whose English contains, or is contained in, an obsolete
+entry's English (a paragraph that lost or gained a sentence) starts from that
+translation, marked fuzzy; and once a catalogue has nothing missing or fuzzy left,
+its obsolete entries, which nothing can use any more, are dropped. Wrapping is the
+same on every run (88 columns), so a diff shows what changed.
 
 Needs only Babel (installed with Sphinx), so it runs in the docs environment and
 without the test suite. Each line names the ``.po`` file and line, the rst file and
@@ -20,13 +30,15 @@ line the message comes from, its state and what to do:
 from __future__ import annotations
 
 import argparse
+import io
 import pathlib
 import re
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from babel.messages.pofile import read_po
+from babel.messages.catalog import Catalog
+from babel.messages.pofile import normalize, read_po, write_po
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 LOCALE = ROOT / "docs" / "locale"
@@ -110,12 +122,117 @@ def all_problems(lang: str = "zh_CN", locale: pathlib.Path = LOCALE) -> list[Pro
     return [p for po in catalogues for p in problems(po)]
 
 
+WIDTH = 88
+
+
+def _words(text: str) -> str:
+    return " ".join(text.split())
+
+
+def prefill_from_obsolete(catalog: Catalog) -> int:
+    """Start each new, untranslated entry from an obsolete one whose English it
+    contains or is contained in; return how many were filled (marked fuzzy)."""
+    old = {
+        _words(m.id): m
+        for m in catalog.obsolete.values()
+        if isinstance(m.id, str) and m.string and len(_words(m.id)) >= 20
+    }
+    filled = 0
+    for message in catalog:
+        if not message.id or message.string or not isinstance(message.id, str):
+            continue
+        new = _words(message.id)
+        match = next((m for text, m in old.items() if text in new or new in text), None)
+        if match is None or len(new) < 20:
+            continue
+        message.string = match.string
+        message.flags.add("fuzzy")
+        message.previous_id = [match.id]
+        del catalog.obsolete[match.id]
+        old.pop(_words(match.id))
+        filled += 1
+    return filled
+
+
+def with_previous(text: str, catalog: Catalog, width: int = WIDTH) -> str:
+    """Insert each fuzzy entry's previous English as ``#| msgid`` lines.
+
+    Babel writes a long previous msgid as one wrapped comment that GNU gettext
+    rejects ("end-of-line within string"); here it is wrapped like the msgid
+    itself, one ``#| "..."`` line per line.
+    """
+    for message in catalog:
+        if not (message.id and message.fuzzy and message.previous_id):
+            continue
+        block = f"msgid {normalize(message.id, width=width)}\n"
+        previous = normalize(message.previous_id[0], width=width).split("\n")
+        lines = [f"#| msgid {previous[0]}", *(f"#| {line}" for line in previous[1:])]
+        at = text.find(f"\n{block}") + 1
+        if at > 0 and not text[:at].endswith(lines[-1] + "\n"):
+            text = text[:at] + "\n".join(lines) + "\n" + text[at:]
+    return text
+
+
+def update_catalogue(template: Catalog, po: pathlib.Path, lang: str) -> str:
+    """Merge ``template`` into the catalogue at ``po``; return what happened."""
+    if po.exists():
+        with open(po, "rb") as f:
+            catalog = read_po(f, locale=lang)
+        before = po.read_bytes()
+    else:
+        catalog, before = template, b""
+        catalog.locale = lang
+    if before:
+        catalog.update(template, update_header_comment=False)
+    filled = prefill_from_obsolete(catalog)
+    left = any(m.id and (not m.string or m.fuzzy) for m in catalog)
+    if not left:
+        catalog.obsolete.clear()  # nothing can use them any more
+    po.parent.mkdir(parents=True, exist_ok=True)
+    out = io.BytesIO()
+    write_po(out, catalog, width=WIDTH)
+    text = with_previous(out.getvalue().decode("utf-8"), catalog).encode("utf-8")
+    if text == before:
+        return "unchanged"
+    po.write_bytes(text)
+    return (
+        f"updated ({filled} prefilled from obsolete entries)" if before else "created"
+    )
+
+
+def update(
+    pot_dir: pathlib.Path, lang: str = "zh_CN", locale: pathlib.Path = LOCALE
+) -> None:
+    """Merge every ``.pot`` of ``pot_dir`` into ``lang``'s catalogues.
+
+    Raises:
+        ValueError: ``pot_dir`` holds no ``.pot`` file.
+    """
+    templates = sorted(pot_dir.glob("*.pot"))
+    if not templates:
+        raise ValueError(f"--pot {pot_dir} holds no .pot files (run the gettext build)")
+    for pot in templates:
+        with open(pot, "rb") as f:
+            template = read_po(f)
+        po = locale / lang / "LC_MESSAGES" / f"{pot.stem}.po"
+        print(f"{po.name}: {update_catalogue(template, po, lang)}")
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``check`` (exit 1 on any problem) or ``todo`` (exit 0), per catalogue."""
+    """``check`` (exit 1 on any problem), ``todo`` (exit 0) or ``update``."""
     parser = argparse.ArgumentParser(prog="tools/catalogues.py", description=__doc__)
-    parser.add_argument("command", choices=("check", "todo"))
+    parser.add_argument("command", choices=("check", "todo", "update"))
     parser.add_argument("--lang", default="zh_CN", help="catalogues of this language")
+    parser.add_argument("--pot", type=pathlib.Path, help="update: the .pot folder")
     args = parser.parse_args(argv)
+    if args.command == "update":
+        if args.pot is None:
+            parser.error("update needs --pot (the gettext build's folder)")
+        try:
+            update(args.pot, args.lang)
+        except ValueError as exc:
+            parser.error(str(exc))
+        return 0
     try:
         found = all_problems(args.lang)
     except ValueError as exc:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -86,3 +87,104 @@ def test_the_book_catalogues_pass_in_the_docs_environment():
     )
     assert done.returncode == 0, done.stdout
     assert done.stdout.strip().endswith("zh_CN: nothing to do")
+
+
+OLD_PO = """\
+msgid ""
+msgstr ""
+"Content-Type: text/plain; charset=UTF-8\\n"
+
+#: ../../docs/ring/ring.rst:4
+msgid "The ring sends one chunk per step to its right neighbour."
+msgstr "环形算法每一步向右边的邻居发送一个分块。"
+
+#: ../../docs/ring/ring.rst:9
+msgid ""
+"Each rank sends 2(p-1) messages of n/p bytes. The bandwidth term tends to 2n beta "
+"whatever the number of ranks, which makes the ring bandwidth-optimal."
+msgstr "每个 rank 发送 2(p-1) 条 n/p 字节的消息。带宽项趋于 2n beta，与 rank 数无关。"
+"""
+
+NEW_POT = """\
+msgid ""
+msgstr ""
+"Content-Type: text/plain; charset=UTF-8\\n"
+
+#: ../../docs/ring/ring.rst:4
+msgid "The ring sends one chunk per step to its left neighbour."
+msgstr ""
+
+#: ../../docs/ring/ring.rst:9
+msgid "Each rank sends 2(p-1) messages of n/p bytes."
+msgstr ""
+"""
+
+
+def _update(tmp_path, old_po: str, new_pot: str) -> pathlib.Path:
+    locale = tmp_path / "locale"
+    po = locale / "zh_CN" / "LC_MESSAGES" / "ring.po"
+    po.parent.mkdir(parents=True)
+    po.write_text(old_po, encoding="utf-8")
+    pot = tmp_path / "gettext"
+    pot.mkdir()
+    (pot / "ring.pot").write_text(new_pot, encoding="utf-8")
+    catalogues.update(pot, "zh_CN", locale)
+    return po
+
+
+def test_update_keeps_the_previous_english_of_a_fuzzy_entry(tmp_path):
+    po = _update(tmp_path, OLD_PO, NEW_POT)
+    text = po.read_text(encoding="utf-8")
+    # The changed sentence: fuzzy, its old translation, and the English it had.
+    assert (
+        "#, fuzzy\n"
+        '#| msgid "The ring sends one chunk per step to its right neighbour."\n'
+        'msgid "The ring sends one chunk per step to its left neighbour."\n'
+        'msgstr "环形算法每一步向右边的邻居发送一个分块。"'
+    ) in text
+    if shutil.which("msgfmt"):  # GNU gettext's own reader accepts the file
+        subprocess.run(["msgfmt", "--check", "-o", "/dev/null", str(po)], check=True)
+
+
+def test_update_prefills_a_shortened_paragraph_from_its_obsolete_entry(tmp_path):
+    po = _update(tmp_path, OLD_PO, NEW_POT)
+    with open(po, "rb") as f:
+        cat = catalogues.read_po(f)
+    short = cat["Each rank sends 2(p-1) messages of n/p bytes."]
+    assert short.fuzzy and short.string.startswith("每个 rank 发送")
+    assert not cat.obsolete  # used, so gone
+    # The longer English it was taken from, wrapped as gettext wants it.
+    text = po.read_text(encoding="utf-8")
+    assert '#| msgid ""\n#| "Each rank sends 2(p-1) messages of n/p bytes. The ' in text
+    if shutil.which("msgfmt"):
+        subprocess.run(["msgfmt", "--check", "-o", "/dev/null", str(po)], check=True)
+
+
+def test_update_drops_obsolete_entries_once_nothing_is_left_to_translate(tmp_path):
+    done = OLD_PO.replace(
+        'msgid "The ring sends one chunk per step to its right neighbour."',
+        'msgid "Gone from the book."',
+    )
+    pot = NEW_POT.replace(
+        'msgid "The ring sends one chunk per step to its left neighbour."\nmsgstr ""',
+        'msgid "Gone."\nmsgstr ""',
+    )
+    po = _update(tmp_path, done, pot)
+    with open(po, "rb") as f:
+        cat = catalogues.read_po(f)
+    assert "Gone from the book." in {
+        m.id for m in cat.obsolete.values()
+    }  # "Gone." is missing
+    cat["Gone."].string = "已删除。"
+    for m in cat:
+        m.flags.discard("fuzzy")
+    with open(po, "wb") as f:
+        catalogues.write_po(f, cat, width=catalogues.WIDTH)
+    (tmp_path / "gettext" / "ring.pot").write_text(pot, encoding="utf-8")
+    catalogues.update(tmp_path / "gettext", "zh_CN", tmp_path / "locale")
+    assert "#~" not in po.read_text(encoding="utf-8")
+
+
+def test_update_names_a_missing_template_folder(tmp_path):
+    with pytest.raises(ValueError, match="holds no .pot files"):
+        catalogues.update(tmp_path, "zh_CN", tmp_path)
