@@ -25,6 +25,8 @@ line the message comes from, its state and what to do:
   then).
 - ``roles``: the translation does not copy a ``:calc:``, ``:cite:`` or ``:math:``
   role of the English verbatim.
+- ``markup``: a Chinese character touches a role or a literal (``为:math:`x```):
+  rst then shows the raw markup; put a space between them.
 """
 
 from __future__ import annotations
@@ -48,7 +50,22 @@ TODO = {
     "fuzzy": "compare with the English, fix it, delete the '#, fuzzy' line",
     "stale": "reuse the old translation where it fits, then delete the entry",
     "roles": "copy every :calc:, :cite: and :math: role of the English verbatim",
+    "markup": "put a space between Chinese text and a role or ``literal`` (rst needs "
+    "it to see the markup; the book removes it again)",
 }
+# Inline markup, and a Chinese character touching it: rst then prints the raw text.
+MARKUP = re.compile(r":[a-z]+(?::[a-z]+)?:`[^`]*`|``[^`]+``")
+HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
+
+
+def touches_markup(text: str) -> bool:
+    """Whether a Chinese character sits right before or after inline markup."""
+    for m in MARKUP.finditer(text):
+        before = text[m.start() - 1] if m.start() else ""
+        after = text[m.end()] if m.end() < len(text) else ""
+        if HAN.match(before) or HAN.match(after):
+            return True
+    return False
 
 
 @dataclass(frozen=True)
@@ -103,6 +120,8 @@ def problems(po: pathlib.Path, root: pathlib.Path = ROOT) -> Iterator[Problem]:
             state = "fuzzy"
         elif sorted(ROLE.findall(msg.id)) != sorted(ROLE.findall(msg.string)):
             state = "roles"
+        elif touches_markup(msg.string):
+            state = "markup"
         if state:
             yield Problem(name, msg.lineno, _source(msg.locations), state, msg.id)
     for msg in catalog.obsolete.values():

@@ -158,3 +158,17 @@ def test_front_page_lists_every_chapter_with_its_deck(site):
         assert decks == [f"../slides/{lang}/{c}/index.html" for c in CHAPTERS]
         for deck in decks:
             assert ((site / lang) / deck).resolve().is_file(), deck
+
+
+def test_no_chinese_page_shows_raw_markup(site):
+    """A role that rst did not see (Chinese text touching it) leaks as raw text."""
+    leaks = []
+    for page in sorted((site / "zh_CN").rglob("*.html")):
+        if "_static" in page.parts or "api" in page.parts:
+            continue
+        text = re.sub(r"<[^>]+>", "", page.read_text(encoding="utf-8"))
+        for m in re.finditer(r":(?:math|term|calc|cite:p|cite:t|doc|ref):`", text):
+            leaks.append(
+                f"{page.relative_to(site)}: {text[m.start() - 20 : m.end() + 20]}"
+            )
+    assert leaks == []

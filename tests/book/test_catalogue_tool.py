@@ -188,3 +188,31 @@ def test_update_drops_obsolete_entries_once_nothing_is_left_to_translate(tmp_pat
 def test_update_names_a_missing_template_folder(tmp_path):
     with pytest.raises(ValueError, match="holds no .pot files"):
         catalogues.update(tmp_path, "zh_CN", tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("text", "trap"),
+    [
+        ("因此为:math:`x` 。", True),
+        ("调用 ``sendrecv``的结果", True),
+        ("因此为 :math:`x` ，调用 ``sendrecv`` 的结果", False),
+        ("因此为\\ :math:`x`\\ 的值", False),
+        ("（:cite:p:`thakur2005`）", False),
+    ],
+)
+def test_chinese_touching_markup_is_flagged(text, trap):
+    assert catalogues.touches_markup(text) is trap
+
+
+def test_a_markup_trap_is_a_problem_with_its_fix(tmp_path):
+    po = tmp_path / "zh_CN" / "LC_MESSAGES" / "ring.po"
+    po.parent.mkdir(parents=True)
+    po.write_text(
+        'msgid ""\nmsgstr ""\n"Content-Type: text/plain; charset=UTF-8\\n"\n\n'
+        "#: ../../docs/ring/ring.rst:3\n"
+        'msgid "It costs :math:`x` here."\nmsgstr "代价为:math:`x`。"\n',
+        encoding="utf-8",
+    )
+    (found,) = catalogues.all_problems("zh_CN", tmp_path)
+    assert found.state == "markup" and found.source == "docs/ring/ring.rst:3"
+    assert "put a space" in found.line()
