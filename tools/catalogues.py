@@ -11,7 +11,8 @@ changed); a new entry whose English contains, or is contained in, an obsolete
 entry's English (a paragraph that lost or gained a sentence) starts from that
 translation, marked fuzzy; and once a catalogue has nothing missing or fuzzy left,
 its obsolete entries, which nothing can use any more, are dropped. Wrapping is the
-same on every run (88 columns), so a diff shows what changed.
+same on every run (88 columns) and references name the file without a line number,
+so a diff shows what changed in the English or the Chinese, nothing else.
 
 Needs only Babel (installed with Sphinx), so it runs in the docs environment and
 without the test suite. Each line names the ``.po`` file and line, the rst file and
@@ -96,13 +97,27 @@ class Problem:
         return f"{where}: {self.state}: {words!r}: {TODO[self.state]}"
 
 
-def _source(locations: list[tuple[str, int | None]]) -> str:
+def _source(locations: list[tuple[str, int | None]], text: str = "") -> str:
+    """``docs/<file>.rst:<line>``: the catalogue names the file (references carry
+    no line numbers, so that an edit above a message does not change the
+    catalogue); the line is where the message's first words are."""
     for path, line in locations:
         rel = path.replace("\\", "/")
         while rel.startswith("../"):
             rel = rel[3:]
+        line = line or _line_of(ROOT / rel, text)
         return f"{rel}:{line}" if line else rel
     return ""
+
+
+def _line_of(rst: pathlib.Path, text: str) -> int | None:
+    """The line of ``rst`` where ``text`` starts (its first words), if found."""
+    words = re.findall(r"\S+", text)[:6]
+    if not words or not rst.is_file():
+        return None
+    source = rst.read_text(encoding="utf-8")
+    m = re.search(r"\s+".join(map(re.escape, words)), source)
+    return source.count("\n", 0, m.start()) + 1 if m else None
 
 
 def problems(po: pathlib.Path, root: pathlib.Path = ROOT) -> Iterator[Problem]:
@@ -123,7 +138,9 @@ def problems(po: pathlib.Path, root: pathlib.Path = ROOT) -> Iterator[Problem]:
         elif touches_markup(msg.string):
             state = "markup"
         if state:
-            yield Problem(name, msg.lineno, _source(msg.locations), state, msg.id)
+            yield Problem(
+                name, msg.lineno, _source(msg.locations, msg.id), state, msg.id
+            )
     for msg in catalog.obsolete.values():
         yield Problem(name, msg.lineno, "", "stale", str(msg.id))
 
@@ -204,12 +221,16 @@ def update_catalogue(template: Catalog, po: pathlib.Path, lang: str) -> str:
     if before:
         catalog.update(template, update_header_comment=False)
     filled = prefill_from_obsolete(catalog)
+    for message in catalog:
+        # Babel guesses Python format strings from "%" and "{}" in the English; the
+        # book's messages are rst, and the guess makes msgfmt --check fail.
+        message.flags -= {"python-format", "python-brace-format"}
     left = any(m.id and (not m.string or m.fuzzy) for m in catalog)
     if not left:
         catalog.obsolete.clear()  # nothing can use them any more
     po.parent.mkdir(parents=True, exist_ok=True)
     out = io.BytesIO()
-    write_po(out, catalog, width=WIDTH)
+    write_po(out, catalog, width=WIDTH, include_lineno=False)
     text = with_previous(out.getvalue().decode("utf-8"), catalog).encode("utf-8")
     if text == before:
         return "unchanged"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import pathlib
 import shutil
 import subprocess
@@ -216,3 +217,18 @@ def test_a_markup_trap_is_a_problem_with_its_fix(tmp_path):
     (found,) = catalogues.all_problems("zh_CN", tmp_path)
     assert found.state == "markup" and found.source == "docs/ring/ring.rst:3"
     assert "put a space" in found.line()
+
+
+def test_the_book_catalogues_are_valid_for_gnu_gettext():
+    """msgfmt --check: what other tools (Poedit, Weblate, msgmerge) will read."""
+    if not shutil.which("msgfmt"):
+        if os.environ.get("CI") == "true":
+            raise RuntimeError("CI must run msgfmt (apt-get install gettext)")
+        pytest.skip("no msgfmt (apt-get install gettext)")
+    for po in sorted((ROOT / "docs" / "locale").glob("*/LC_MESSAGES/*.po")):
+        out = subprocess.run(
+            ["msgfmt", "--check", "-o", "/dev/null", str(po)],
+            capture_output=True,
+            text=True,
+        )
+        assert out.returncode == 0, out.stderr
