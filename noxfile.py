@@ -5,7 +5,7 @@
   builds; ``-- --lang zh_CN --builder html`` builds one edition).
 - ``nox -s preview``: live-reloading preview of one edition while writing.
 - ``nox -s tests``: every test CI runs (package, book builds, browser checks).
-- ``nox -s translate``: gettext -> catalogues update (previous msgids, prefills) -> stat.
+- ``nox -s translate``: gettext -> catalogue update -> stat -> what is left.
 - ``nox -s lint``: ruff.
 - ``nox -s bench``: the CPU benchmarks whose results the book renders.
 - ``nox -s gpu``: on a CUDA machine, the ``gpu`` tests and the GPU benchmarks.
