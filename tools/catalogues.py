@@ -26,8 +26,9 @@ line the message comes from, its state and what to do:
   then).
 - ``roles``: the translation does not copy a ``:calc:``, ``:cite:`` or ``:math:``
   role of the English verbatim.
-- ``markup``: a Chinese character touches a role or a literal (``为:math:`x```):
-  rst then shows the raw markup; put a space between them.
+- ``markup``: a Chinese character touches a role, a literal or an emphasis
+  (``为:math:`x```, ``*缺失*条目``): rst then shows the raw markup; put a space
+  between them.
 """
 
 from __future__ import annotations
@@ -55,7 +56,9 @@ TODO = {
     "it to see the markup; the book removes it again)",
 }
 # Inline markup, and a Chinese character touching it: rst then prints the raw text.
-MARKUP = re.compile(r":[a-z]+(?::[a-z]+)?:`[^`]*`|``[^`]+``")
+MARKUP = re.compile(
+    r":[a-z]+(?::[a-z]+)?:`[^`]*`|``[^`]+``|(?<!\*)\*{1,2}[^*\s][^*]*?\*{1,2}(?!\*)"
+)
 HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
 
 
@@ -113,7 +116,7 @@ def _source(locations: list[tuple[str, int | None]], text: str = "") -> str:
 def _line_of(rst: pathlib.Path, text: str) -> int | None:
     """The line of ``rst`` where ``text`` starts (its first words), if found."""
     words = re.findall(r"\S+", text)[:6]
-    if not words or not rst.is_file():
+    if len(words) < 3 or not rst.is_file():  # a word or two is found anywhere
         return None
     source = rst.read_text(encoding="utf-8")
     m = re.search(r"\s+".join(map(re.escape, words)), source)

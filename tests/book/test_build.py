@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import ast
 import html
+import os
 import pathlib
 import re
+import shutil
+import subprocess
+
+import pytest
 
 from .conftest import CHAPTERS, DOCS, ROOT
 
@@ -166,9 +171,56 @@ def test_no_chinese_page_shows_raw_markup(site):
     for page in sorted((site / "zh_CN").rglob("*.html")):
         if "_static" in page.parts or "api" in page.parts:
             continue
-        text = re.sub(r"<[^>]+>", "", page.read_text(encoding="utf-8"))
+        text = page.read_text(encoding="utf-8")
+        # Code shows markup on purpose (the Translating page's examples).
+        text = re.sub(r"<(code|pre)\b.*?</\1>", "", text, flags=re.S)
+        text = re.sub(r"<[^>]+>", "", text)
         for m in re.finditer(r":(?:math|term|calc|cite:p|cite:t|doc|ref):`", text):
             leaks.append(
                 f"{page.relative_to(site)}: {text[m.start() - 20 : m.end() + 20]}"
             )
     assert leaks == []
+
+
+def _msgfmt_counts(po) -> tuple[int, int, int]:
+    """(translated, fuzzy, untranslated) as GNU msgfmt counts them."""
+    out = subprocess.run(
+        ["msgfmt", "--statistics", "-o", "/dev/null", str(po)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "LC_ALL": "C"},
+    ).stderr
+
+    def count(word: str) -> int:
+        m = re.search(rf"(\d+) {word}", out)
+        return int(m.group(1)) if m else 0
+
+    return count("translated"), count("fuzzy"), count("untranslated")
+
+
+def test_translation_status_page_counts_what_msgfmt_counts(site):
+    if not shutil.which("msgfmt"):
+        if os.environ.get("CI") == "true":
+            raise RuntimeError("CI must run msgfmt (apt-get install gettext)")
+        pytest.skip("no msgfmt (apt-get install gettext)")
+    page = (site / "en" / "translating.html").read_text(encoding="utf-8")
+    rows = re.findall(r"<tr[^>]*>(.*?)</tr>", page, re.S)
+    table = [
+        [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td.*?</td>", r, re.S)]
+        for r in rows
+    ]
+    table = [r for r in table if r]
+    pos = sorted((DOCS / "locale").glob("*/LC_MESSAGES/*.po"))
+    assert [(r[0], r[1]) for r in table] == [
+        (p.parent.parent.name, p.stem) for p in pos
+    ]
+    for row, po in zip(table, pos, strict=True):
+        translated, fuzzy, missing = _msgfmt_counts(po)
+        assert [int(x) for x in row[2:6]] == [
+            translated + fuzzy + missing,
+            translated,
+            fuzzy,
+            missing,
+        ], po.name
+        assert re.fullmatch(r"\d{4}-\d\d-\d\d", row[6])

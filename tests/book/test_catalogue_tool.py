@@ -199,6 +199,9 @@ def test_update_names_a_missing_template_folder(tmp_path):
         ("因此为 :math:`x` ，调用 ``sendrecv`` 的结果", False),
         ("因此为\\ :math:`x`\\ 的值", False),
         ("（:cite:p:`thakur2005`）", False),
+        ("*缺失*条目", True),
+        ("*缺失* 条目，**粗体** 也是", False),
+        ("p * q 与 2*3", False),
     ],
 )
 def test_chinese_touching_markup_is_flagged(text, trap):

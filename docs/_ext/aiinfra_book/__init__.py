@@ -12,7 +12,8 @@
 - :mod:`.links`: links across the site (``:booklink:``, the Slides button, the
   language switch, the chapter list of the front page, the source of each listing).
 - :mod:`.questions`: check-your-understanding questions (answers folded in the
-  book, a fragment on a slide); :mod:`.cjk`: Chinese text without stray spaces.
+  book, a fragment on a slide); :mod:`.cjk`: Chinese text without stray spaces;
+  :mod:`.translation_status`: what each catalogue has translated.
 - :mod:`.api`: the API reference pages, one per subpackage, generated from the
   package's folders.
 - :mod:`.chapters`: which folders are chapters (the ``chapters`` toctree of the
@@ -27,7 +28,7 @@ from docutils import nodes
 from sphinx.application import Sphinx
 from sphinx.transforms import SphinxTransform
 
-from . import api, cjk, compute, figures, links, questions, slides
+from . import api, cjk, compute, figures, links, questions, slides, translation_status
 
 
 class MathIsNotProse(SphinxTransform):
@@ -43,7 +44,16 @@ class MathIsNotProse(SphinxTransform):
 
 def setup(app: Sphinx) -> dict[str, Any]:
     app.add_transform(MathIsNotProse)
-    for module in (compute, figures, questions, slides, links, api, cjk):
+    for module in (
+        compute,
+        figures,
+        questions,
+        slides,
+        links,
+        api,
+        cjk,
+        translation_status,
+    ):
         module.setup(app)
     # sphinx-revealjs is not parallel-safe, and neither is the figure cache's
     # bookkeeping: the builds run in parallel processes instead (tools/book.py).
