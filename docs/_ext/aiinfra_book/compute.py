@@ -139,6 +139,54 @@ def _words(text: str, source: str, line: int, **attributes: Any) -> nodes.paragr
     return para
 
 
+def table_nodes(
+    columns: list[str],
+    rows: list[list[Any]],
+    note: str,
+    stamp: str,
+    caption: str,
+    source: str,
+    line: int,
+    classes: tuple[str, ...] = (),
+) -> list[nodes.Node]:
+    """A computed table as docutils nodes, its words translatable (module docstring):
+    the table, then its note and its stamp."""
+    from aiinfra.report import format_cell
+
+    tnode = nodes.table(classes=["aiinfra-table", *classes])
+    if caption:
+        title = nodes.title(caption, caption)
+        title.source, title.line = source, line
+        tnode += title
+    group = nodes.tgroup(cols=len(columns))
+    tnode += group
+    for _ in columns:
+        group += nodes.colspec(colwidth=1)
+    thead, tbody = nodes.thead(), nodes.tbody()
+    thead += nodes.row("", *(nodes.entry("", _words(c, source, line)) for c in columns))
+    for r in rows:
+        row = nodes.row()
+        for i, v in enumerate(r):
+            text = format_cell(v)
+            if i == 0 and isinstance(v, str) and is_words(text):
+                row += nodes.entry("", _words(text, source, line))
+            else:
+                row += nodes.entry("", nodes.paragraph("", text))
+        tbody += row
+    group += thead
+    group += tbody
+    out: list[nodes.Node] = [tnode]
+    if note:
+        out.append(_words(note, source, line, classes=["aiinfra-table-note"]))
+    if stamp:
+        para = nodes.paragraph(
+            "", stamp, classes=["aiinfra-table-note", "aiinfra-table-stamp"]
+        )
+        para["translatable"] = False  # computed: never a message
+        out.append(para)
+    return out
+
+
 class TableDirective(SphinxDirective):
     """``.. aiinfra-table:: module:expression``: a Table computed at build time."""
 
@@ -147,8 +195,6 @@ class TableDirective(SphinxDirective):
     has_content = True
 
     def run(self) -> list[nodes.Node]:
-        from aiinfra.report import format_cell
-
         target = self.arguments[0]
         try:
             table = evaluate_in(self, target)
@@ -162,41 +208,8 @@ class TableDirective(SphinxDirective):
                 )
             ]
         source, line = self.get_source_info()
-        tnode = nodes.table(classes=["aiinfra-table"])
-        if self.content:
-            text = " ".join(line.strip() for line in self.content if line.strip())
-            title = nodes.title(text, text)
-            title.source, title.line = source, line
-            tnode += title
-        group = nodes.tgroup(cols=len(columns))
-        tnode += group
-        for _ in columns:
-            group += nodes.colspec(colwidth=1)
-        thead, tbody = nodes.thead(), nodes.tbody()
-        thead += nodes.row(
-            "", *(nodes.entry("", _words(c, source, line)) for c in columns)
-        )
-        for r in rows:
-            row = nodes.row()
-            for i, v in enumerate(r):
-                text = format_cell(v)
-                if i == 0 and isinstance(v, str) and is_words(text):
-                    row += nodes.entry("", _words(text, source, line))
-                else:
-                    row += nodes.entry("", nodes.paragraph("", text))
-            tbody += row
-        group += thead
-        group += tbody
-        out: list[nodes.Node] = [tnode]
-        if note:
-            out.append(_words(note, source, line, classes=["aiinfra-table-note"]))
-        if stamp:
-            para = nodes.paragraph(
-                "", stamp, classes=["aiinfra-table-note", "aiinfra-table-stamp"]
-            )
-            para["translatable"] = False  # computed: never a message
-            out.append(para)
-        return out
+        caption = " ".join(x.strip() for x in self.content if x.strip())
+        return table_nodes(columns, rows, note, stamp, caption, source, line)
 
 
 def _init_env(app: Sphinx, env: BuildEnvironment, docnames: list[str]) -> None:

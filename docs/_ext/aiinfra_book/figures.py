@@ -149,7 +149,7 @@ class FigureDirective(SphinxDirective):
     option_spec = {
         "alt": directives.unchanged,
         "width": directives.unchanged,
-        "frames": directives.unchanged,
+        "frames": directives.unchanged_required,
     }
 
     def run(self) -> list[nodes.Node]:

@@ -344,10 +344,9 @@ class Chunk:
         self.items: list[nodes.Node] = []
         self.prose: list[nodes.Node] = []
         self.extra: list[nodes.Node] = []  # caption remainders: after the prose
-        self.cues: list[str] = []
 
 
-def _fit(item: nodes.Node, chunk: Chunk, lang: str) -> list[list[nodes.Node]]:
+def _fit(item: nodes.Node, chunk: Chunk) -> list[list[nodes.Node]]:
     """Fit one visual: the list of slides it needs (each a list of nodes)."""
     if isinstance(item, nodes.table):
         parts = fit_table(item)
@@ -427,7 +426,7 @@ def layout_section(section: nodes.section, lang: str) -> None:
         fitted: list[list[nodes.Node]] = [[]]
         for item in chunk.items:
             if is_visual(item):
-                parts = _fit(item, chunk, lang)
+                parts = _fit(item, chunk)
                 fitted[-1] += parts[0]
                 fitted += [list(p) for p in parts[1:]]
             else:

@@ -15,7 +15,7 @@ import subprocess
 from docutils import nodes
 from sphinx.util.docutils import SphinxDirective
 
-from .compute import _words
+from .compute import table_nodes
 
 COLUMNS = [
     "language",
@@ -73,38 +73,18 @@ class TranslationStatusDirective(SphinxDirective):
         catalogues = sorted(locale.glob("*/LC_MESSAGES/*.po"))
         for po in catalogues:
             self.env.note_dependency(str(po))
-        source, line = self.get_source_info()
-        table = nodes.table(classes=["aiinfra-table", "translation-status"])
-        if self.content:
-            text = " ".join(x.strip() for x in self.content if x.strip())
-            title = nodes.title(text, text)
-            title.source, title.line = source, line
-            table += title
-        group = nodes.tgroup(cols=len(COLUMNS))
-        table += group
-        for _ in COLUMNS:
-            group += nodes.colspec(colwidth=1)
-        head, body = nodes.thead(), nodes.tbody()
-        head += nodes.row(
-            "", *(nodes.entry("", _words(c, source, line)) for c in COLUMNS)
-        )
+        rows = []
         for po in catalogues:
             counts = catalogue_counts(po)
-            cells = [
-                po.parent.parent.name,
-                po.stem,
-                *(
-                    str(counts[k])
-                    for k in ("messages", "translated", "fuzzy", "missing")
-                ),
-                last_changed(po),
+            numbers = [
+                counts[k] for k in ("messages", "translated", "fuzzy", "missing")
             ]
-            body += nodes.row(
-                "", *(nodes.entry("", nodes.paragraph("", c)) for c in cells)
-            )
-        group += head
-        group += body
-        return [table]
+            rows.append([po.parent.parent.name, po.stem, *numbers, last_changed(po)])
+        source, line = self.get_source_info()
+        caption = " ".join(x.strip() for x in self.content if x.strip())
+        return table_nodes(
+            COLUMNS, rows, "", "", caption, source, line, ("translation-status",)
+        )
 
 
 def setup(app: object) -> None:

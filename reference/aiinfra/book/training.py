@@ -13,6 +13,7 @@ import functools
 from matplotlib.figure import Figure
 
 from aiinfra.memory import figures as memory_figures
+from aiinfra.memory import model_states
 from aiinfra.memory import tables as memory_tables
 from aiinfra.memory.calculator import estimate_memory, memory_report
 from aiinfra.memory.model_states import model_states_bytes, zero_model_states_bytes
@@ -39,6 +40,7 @@ OVERLAP_BUCKET_BYTES = 20_000  # its bucket cap: five buckets
 DDP_ALL_REDUCE_LATENCY = parallel_figures.ALL_REDUCE_LATENCY  # its cost model
 DDP_ALL_REDUCE_TIME = parallel_figures.ALL_REDUCE_TIME
 ZERO_FIGURE_RANKS = 4  # N_d of the ZeRO stages figure
+ADAM_K = model_states.ADAM_STATE_BYTES  # K, bytes/parameter: mixed-precision Adam
 
 # memory.rst
 
