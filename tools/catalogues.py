@@ -42,7 +42,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from babel.messages.catalog import Catalog
-from babel.messages.pofile import normalize, read_po, write_po
+from babel.messages.pofile import normalize, read_po, unescape, write_po
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 LOCALE = ROOT / "docs" / "locale"
@@ -212,17 +212,40 @@ def with_previous(text: str, catalog: Catalog, width: int = WIDTH) -> str:
     return text
 
 
+def repair_previous(catalog: Catalog) -> None:
+    """Read the ``#| msgid`` lines of fuzzy entries back as their previous English.
+
+    Babel's reader keeps them as user comments (``| msgid "..."``, then one
+    ``| "..."`` per continuation line); they are joined into ``previous_id`` (so that
+    :func:`with_previous` writes them again) and dropped from the comments.
+    """
+    for message in catalog:
+        lines = [c for c in message.user_comments if c.startswith(('| msgid "', '| "'))]
+        if not lines:
+            continue
+        parts = [c.removeprefix("| msgid ").removeprefix("| ") for c in lines]
+        message.previous_id = ["".join(unescape(p) for p in parts)]
+        message.user_comments = [c for c in message.user_comments if c not in lines]
+
+
 def update_catalogue(template: Catalog, po: pathlib.Path, lang: str) -> str:
     """Merge ``template`` into the catalogue at ``po``; return what happened."""
     if po.exists():
         with open(po, "rb") as f:
             catalog = read_po(f, locale=lang)
+        repair_previous(catalog)
         before = po.read_bytes()
     else:
         catalog, before = template, b""
         catalog.locale = lang
     if before:
+        # Babel's update forgets the previous English of entries it keeps as they
+        # are; a fuzzy entry that is still fuzzy keeps it.
+        previous = {m.id: m.previous_id for m in catalog if m.id and m.previous_id}
         catalog.update(template, update_header_comment=False)
+        for message in catalog:
+            if message.fuzzy and not message.previous_id and message.id in previous:
+                message.previous_id = previous[message.id]
     filled = prefill_from_obsolete(catalog)
     for message in catalog:
         # Babel guesses Python format strings from "%" and "{}" in the English; the

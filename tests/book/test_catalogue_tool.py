@@ -161,6 +161,13 @@ def test_update_prefills_a_shortened_paragraph_from_its_obsolete_entry(tmp_path)
         subprocess.run(["msgfmt", "--check", "-o", "/dev/null", str(po)], check=True)
 
 
+def test_a_second_update_keeps_a_long_previous_msgid_whole(tmp_path):
+    po = _update(tmp_path, OLD_PO, NEW_POT)
+    first = po.read_text(encoding="utf-8")
+    catalogues.update(tmp_path / "gettext", "zh_CN", tmp_path / "locale")
+    assert po.read_text(encoding="utf-8") == first  # nothing lost, no "# |" comment
+
+
 def test_update_drops_obsolete_entries_once_nothing_is_left_to_translate(tmp_path):
     done = OLD_PO.replace(
         'msgid "The ring sends one chunk per step to its right neighbour."',
