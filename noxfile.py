@@ -92,7 +92,8 @@ def tests(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def translate(session: nox.Session) -> None:
-    """Refresh the Chinese catalogues from the sources; print ``sphinx-intl stat``."""
+    """Refresh every translation's catalogues (docs/languages.toml) from the sources;
+    print ``sphinx-intl stat`` and, entry by entry, what is left to translate."""
     install(session, "docs")
     session.run("python", "tools/book.py", "translate")
 

@@ -6,7 +6,8 @@ One file for every build (``tools/book.py`` runs them; ``nox -s book``):
 - the decks: ``sphinx-build -b revealjs -t slides docs build/site/slides/en``: the
   ``slides`` tag narrows the sources to the front page and the chapters, each
   chapter's ``index`` becoming its deck (``docs/_ext/aiinfra_book/slides.py``);
-- the Chinese edition: ``-D language=zh_CN`` (or ``AIINFRA_LANG=zh_CN``);
+- another edition: ``-D language=zh_CN`` (or ``AIINFRA_LANG=zh_CN``); the editions
+  and their settings are ``docs/languages.toml``;
 - the catalogues: ``-b gettext -t gettext``.
 """
 
@@ -24,6 +25,7 @@ sys.path.insert(0, str(DOCS / "_ext"))
 sys.path.insert(0, str(ROOT / "reference"))
 
 from aiinfra_book.chapters import chapters  # noqa: E402
+from aiinfra_book.languages import find  # noqa: E402
 
 project = "AI Infrastructure"
 author = "The aiinfra authors"
@@ -93,7 +95,6 @@ copybutton_only_copy_prompt_lines = False
 
 # ------------------------------------------------------------------ HTML
 html_theme = "sphinx_book_theme"
-html_title = "AI Infrastructure" if language == "en" else "AI 基础设施"
 html_static_path = [str(DOCS / "_static")]
 html_css_files = ["book.css"]
 html_theme_options = {
@@ -150,10 +151,21 @@ def _glossary_dict() -> str:
     return str(_JIEBA_DICT)
 
 
-if language.startswith("zh"):
-    html_search_language = "zh"
-    html_search_options = {"dict": _glossary_dict()}
-    html_js_files = [("chinese-stemmer.js", {"priority": 100})]
+def _edition(app, config) -> None:  # noqa: ANN001 - Sphinx's app and config
+    """The edition's title and search (``docs/languages.toml``), for the language
+    Sphinx builds (``-D language=...`` included)."""
+    lang = find(DOCS, config.language or "en")
+    config.html_title = lang.title
+    if lang.search:
+        config.html_search_language = lang.search
+    if lang.search == "zh":
+        config.html_search_options = {"dict": _glossary_dict()}
+        config.html_js_files = [("chinese-stemmer.js", {"priority": 100})]
+
+
+def setup(app) -> None:  # noqa: ANN001
+    app.connect("config-inited", _edition)
+
 
 # ------------------------------------------------------------------ slides
 revealjs_style_theme = "white"

@@ -8,10 +8,11 @@
     python tools/book.py translate         # gettext + update catalogues + stat + todo
     python tools/book.py stats             # sphinx-intl stat: per-catalogue counts
 
-The site folder (``build/site`` by default) holds ``en/`` and ``zh_CN/`` (the book;
-its front page lists the chapters and their decks), ``slides/en/`` and
-``slides/zh_CN/`` (one deck per chapter), and ``index.html``, which sends a visitor
-to the front page in the browser's language.
+The languages are the tables of ``docs/languages.toml``; a build without ``--lang``
+builds the published ones. The site folder (``build/site`` by default) holds one
+folder per language (``en/``, ``zh_CN/``: the book; its front page lists the chapters
+and their decks), ``slides/<lang>/`` (one deck per chapter), and ``index.html``, which
+sends a visitor to the front page in the browser's language.
 
 Builds are incremental: Sphinx reads again only the pages whose sources, catalogue
 or computed inputs changed (``--fresh`` rebuilds everything, as CI does). Every build
@@ -25,7 +26,9 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import functools
+import html
 import http.server
+import json
 import os
 import pathlib
 import shutil
@@ -36,19 +39,45 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 LOCALE = DOCS / "locale"
-LANGS = ("en", "zh_CN")
 BUILDERS = ("html", "revealjs")
 
-# The site's root: the front page of the book, in the reader's language.
-REDIRECT = """<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<title>AI Infrastructure · AI 基础设施</title>
-<meta http-equiv="refresh" content="0; url=en/index.html">
+
+# docs/languages.toml, read by the extension's own module (standard library only).
+sys.path.insert(0, str(DOCS / "_ext" / "aiinfra_book"))
+import languages  # noqa: E402
+
+EDITIONS = languages.load(DOCS)
+LANGS = tuple(languages.published(EDITIONS))  # built by default
+SOURCE = languages.source(EDITIONS)
+
+
+def prefix(code: str) -> str:
+    """The ``browser`` prefix of a language, as a JavaScript string."""
+    return json.dumps(EDITIONS[code].browser.lower())
+
+
+def redirect(langs: tuple[str, ...] = LANGS) -> str:
+    """The site's front door: the book's front page in the reader's language
+    (the first language whose ``browser`` prefix matches, else the source)."""
+    rules = "".join(
+        f"if (prefs.some(l => l.toLowerCase().startsWith({prefix(c)})))"
+        f' {{ location.replace("{c}/index.html"); }}\nelse '
+        for c in langs
+        if EDITIONS[c].browser
+    )
+    links = " · ".join(
+        f'<a href="{c}/index.html">{html.escape(EDITIONS[c].name)}</a>' for c in langs
+    )
+    titles = " · ".join(html.escape(EDITIONS[c].title) for c in langs)
+    return f"""<!DOCTYPE html>
+<html lang="{SOURCE}"><head><meta charset="utf-8">
+<title>{titles}</title>
+<meta http-equiv="refresh" content="0; url={SOURCE}/index.html">
 <script>
-if ((navigator.languages || [navigator.language]).some(l => /^zh/i.test(l)))
-  location.replace("zh_CN/index.html");
+const prefs = navigator.languages || [navigator.language];
+{rules}{{}}
 </script></head>
-<body><a href="en/index.html">English</a> · <a href="zh_CN/index.html">中文</a>
+<body>{links}
 </body></html>
 """
 
@@ -167,7 +196,8 @@ def build(
                 failed.append(f"sphinx-build -b {b} ({lang}): exit code {rc}")
     if failed:
         raise SystemExit("; ".join(failed))
-    (out / "index.html").write_text(REDIRECT, encoding="utf-8")
+    published = tuple(c for c in LANGS if (out / c / "index.html").exists())
+    (out / "index.html").write_text(redirect(published or LANGS), encoding="utf-8")
     times["total"] = time.perf_counter() - t0
     print(f"built {out} in {times['total']:.1f} s ({jobs} processes)")
     return times
@@ -212,11 +242,21 @@ def stats() -> None:
     """Translated, fuzzy and untranslated counts per catalogue: sphinx-intl stat."""
     # sphinx-intl stat exits 1 while anything is fuzzy or untranslated: that is
     # the translator's to-do list, not a failure of this command.
-    subprocess.run(
-        [sys.executable, "-m", "sphinx_intl", "stat", "-d", str(LOCALE), "-l", "zh_CN"],
-        check=False,
-        cwd=ROOT,
-    )
+    for lang in languages.translations(EDITIONS):
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "sphinx_intl",
+                "stat",
+                "-d",
+                str(LOCALE),
+                "-l",
+                lang,
+            ],
+            check=False,
+            cwd=ROOT,
+        )
 
 
 def preview_command(lang: str, port: int) -> list[str]:
@@ -264,7 +304,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("build", help="build the site (incremental)")
-    b.add_argument("--lang", nargs="+", choices=LANGS, default=list(LANGS))
+    every = list(EDITIONS)  # published or not: --lang builds a language being started
+    b.add_argument("--lang", nargs="+", choices=every, default=list(LANGS))
     b.add_argument("--builder", nargs="+", choices=BUILDERS, default=list(BUILDERS))
     b.add_argument("--out", type=pathlib.Path, default=ROOT / "build" / "site")
     b.add_argument("--fresh", action="store_true", help="rebuild every page (-E)")
@@ -273,14 +314,14 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--deck-lecturer", default="", help="lecturer on title slides")
     b.add_argument("--deck-date", default="", help="date on title slides")
     p = sub.add_parser("preview", help="live-reload preview of one edition")
-    p.add_argument("--lang", choices=LANGS, default="en")
+    p.add_argument("--lang", choices=every, default=SOURCE)
     p.add_argument("--port", type=_port, default=8000)
     s = sub.add_parser("serve", help="serve the built site on 127.0.0.1")
     s.add_argument("--port", type=_port, default=8000)
     s.add_argument("--out", type=pathlib.Path, default=ROOT / "build" / "site")
     sub.add_parser("gettext", help="extract messages into build/gettext")
     sub.add_parser("translate", help="gettext, update catalogues, stat, what is left")
-    sub.add_parser("stats", help="sphinx-intl stat of the Chinese catalogues")
+    sub.add_parser("stats", help="sphinx-intl stat of every translation's catalogues")
     args = parser.parse_args(argv)
     if args.cmd == "build":
         if args.jobs is not None and args.jobs < 1:

@@ -29,6 +29,10 @@ line the message comes from, its state and what to do:
 - ``markup``: a Chinese character touches a role, a literal or an emphasis
   (``为:math:`x```, ``*缺失*条目``): rst then shows the raw markup; put a space
   between them.
+- ``fields``: a label of ``labels.po`` (the words the build writes) lost or renamed a
+  ``{field}`` of the English; the build would show the English instead.
+
+Without ``--lang``, every language of ``docs/languages.toml`` but the source one.
 """
 
 from __future__ import annotations
@@ -45,7 +49,14 @@ from babel.messages.catalog import Catalog
 from babel.messages.pofile import normalize, read_po, unescape, write_po
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-LOCALE = ROOT / "docs" / "locale"
+DOCS = ROOT / "docs"
+LOCALE = DOCS / "locale"
+
+
+# docs/languages.toml, read by the extension's own module (standard library only).
+sys.path.insert(0, str(DOCS / "_ext" / "aiinfra_book"))
+import languages  # noqa: E402
+
 ROLE = re.compile(r":(?:calc|cite:p|cite:t|math):`[^`]*`")
 TODO = {
     "missing": "write the translation",
@@ -54,6 +65,7 @@ TODO = {
     "roles": "copy every :calc:, :cite: and :math: role of the English verbatim",
     "markup": "put a space between Chinese text and a role or ``literal`` (rst needs "
     "it to see the markup; the book removes it again)",
+    "fields": "keep every {field} of the English label, spelled as it is",
 }
 # Inline markup, and a Chinese character touching it: rst then prints the raw text.
 MARKUP = re.compile(
@@ -80,7 +92,7 @@ class Problem:
         po: the catalogue, relative to the repository.
         po_line: the line of the entry's ``msgid`` in it.
         source: ``docs/<file>.rst:<line>`` the message comes from, or ``""``.
-        state: ``missing``, ``fuzzy``, ``stale`` or ``roles``.
+        state: a key of :data:`TODO` (``missing``, ``fuzzy``, ...).
         text: the English message.
     """
 
@@ -140,6 +152,10 @@ def problems(po: pathlib.Path, root: pathlib.Path = ROOT) -> Iterator[Problem]:
             state = "roles"
         elif touches_markup(msg.string):
             state = "markup"
+        elif msg.context in languages.LABELS and languages.fields(
+            msg.string
+        ) != languages.fields(msg.id):
+            state = "fields"
         if state:
             yield Problem(
                 name, msg.lineno, _source(msg.locations, msg.id), state, msg.id
@@ -148,7 +164,12 @@ def problems(po: pathlib.Path, root: pathlib.Path = ROOT) -> Iterator[Problem]:
         yield Problem(name, msg.lineno, "", "stale", str(msg.id))
 
 
-def all_problems(lang: str = "zh_CN", locale: pathlib.Path = LOCALE) -> list[Problem]:
+def translations(docs: pathlib.Path = DOCS) -> list[str]:
+    """The languages that have catalogues: all of ``languages.toml`` but the first."""
+    return languages.translations(languages.load(docs))
+
+
+def all_problems(lang: str, locale: pathlib.Path = LOCALE) -> list[Problem]:
     """The problems of every catalogue of ``lang``, catalogue by catalogue.
 
     Raises:
@@ -249,8 +270,11 @@ def update_catalogue(template: Catalog, po: pathlib.Path, lang: str) -> str:
     filled = prefill_from_obsolete(catalog)
     for message in catalog:
         # Babel guesses Python format strings from "%" and "{}" in the English; the
-        # book's messages are rst, and the guess makes msgfmt --check fail.
-        message.flags -= {"python-format", "python-brace-format"}
+        # book's messages are rst, and the guess makes msgfmt --check fail. A label
+        # (labels.po) is a format string: msgfmt --check then checks its {fields}.
+        message.flags -= {"python-format"}
+        if message.context not in languages.LABELS:
+            message.flags -= {"python-brace-format"}
     left = any(m.id and (not m.string or m.fuzzy) for m in catalog)
     if not left:
         catalog.obsolete.clear()  # nothing can use them any more
@@ -266,9 +290,7 @@ def update_catalogue(template: Catalog, po: pathlib.Path, lang: str) -> str:
     )
 
 
-def update(
-    pot_dir: pathlib.Path, lang: str = "zh_CN", locale: pathlib.Path = LOCALE
-) -> None:
+def update(pot_dir: pathlib.Path, lang: str, locale: pathlib.Path = LOCALE) -> None:
     """Merge every ``.pot`` of ``pot_dir`` into ``lang``'s catalogues.
 
     Raises:
@@ -281,38 +303,52 @@ def update(
         with open(pot, "rb") as f:
             template = read_po(f)
         po = locale / lang / "LC_MESSAGES" / f"{pot.stem}.po"
-        print(f"{po.name}: {update_catalogue(template, po, lang)}")
+        print(f"{lang}/{po.name}: {update_catalogue(template, po, lang)}")
 
 
 def main(argv: list[str] | None = None) -> int:
     """``check`` (exit 1 on any problem), ``todo`` (exit 0) or ``update``."""
     parser = argparse.ArgumentParser(prog="tools/catalogues.py", description=__doc__)
     parser.add_argument("command", choices=("check", "todo", "update"))
-    parser.add_argument("--lang", default="zh_CN", help="catalogues of this language")
+    parser.add_argument(
+        "--lang", nargs="+", help="these languages (default: every translation)"
+    )
     parser.add_argument("--pot", type=pathlib.Path, help="update: the .pot folder")
     args = parser.parse_args(argv)
+    known = translations()
+    for lang in args.lang or []:
+        if lang not in known:
+            parser.error(
+                f"--lang {lang!r} is not a translation of docs/languages.toml "
+                f"(it has {', '.join(known) or 'none'}); add a table for it there"
+            )
+    langs = args.lang or known
     if args.command == "update":
         if args.pot is None:
             parser.error("update needs --pot (the gettext build's folder)")
         try:
-            update(args.pot, args.lang)
+            for lang in langs:
+                update(args.pot, lang)
         except ValueError as exc:
             parser.error(str(exc))
         return 0
-    try:
-        found = all_problems(args.lang)
-    except ValueError as exc:
-        parser.error(str(exc))
-    chapter = None
-    for problem in found:
-        if args.command == "todo" and problem.po != chapter:
-            chapter = problem.po
-            print(f"\n{pathlib.Path(chapter).stem}:")
-        print(problem.line())
-    counts = {s: sum(p.state == s for p in found) for s in TODO}
-    summary = ", ".join(f"{n} {s}" for s, n in counts.items())
-    print(f"{args.lang}: {summary}" if found else f"{args.lang}: nothing to do")
-    return 1 if found and args.command == "check" else 0
+    found_any = False
+    for lang in langs:
+        try:
+            found = all_problems(lang)
+        except ValueError as exc:
+            parser.error(f"{exc} (run nox -s translate to create them)")
+        chapter = None
+        for problem in found:
+            if args.command == "todo" and problem.po != chapter:
+                chapter = problem.po
+                print(f"\n{pathlib.Path(chapter).stem} ({lang}):")
+            print(problem.line())
+        counts = {s: sum(p.state == s for p in found) for s in TODO}
+        summary = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+        print(f"{lang}: {summary}" if found else f"{lang}: nothing to do")
+        found_any = found_any or bool(found)
+    return 1 if found_any and args.command == "check" else 0
 
 
 if __name__ == "__main__":

@@ -18,9 +18,17 @@ DOCS = ROOT / "docs"
 SITE = ROOT / "build" / "site"
 sys.path.insert(0, str(DOCS / "_ext"))
 
+from aiinfra_book import languages  # noqa: E402
 from aiinfra_book.chapters import chapters  # noqa: E402
 
 CHAPTERS = chapters(DOCS)
+
+
+def label(key: str, lang: str) -> str:
+    """A word the build writes, as the edition's ``labels.po`` translates it
+    (English while untranslated), its ``{fields}`` not filled in."""
+    po = DOCS / "locale" / lang / "LC_MESSAGES" / "labels.po"
+    return languages.read_labels(po).get(key, languages.LABELS[key][0])
 
 
 def _load_book_tool():

@@ -14,6 +14,8 @@
 - :mod:`.questions`: check-your-understanding questions (answers folded in the
   book, a fragment on a slide); :mod:`.cjk`: Chinese text without stray spaces;
   :mod:`.translation_status`: what each catalogue has translated.
+- :mod:`.languages`: the editions (``docs/languages.toml``) and the words the
+  build writes on a page, translated in each language's ``labels.po``.
 - :mod:`.api`: the API reference pages, one per subpackage, generated from the
   package's folders.
 - :mod:`.chapters`: which folders are chapters (the ``chapters`` toctree of the
@@ -28,7 +30,17 @@ from docutils import nodes
 from sphinx.application import Sphinx
 from sphinx.transforms import SphinxTransform
 
-from . import api, cjk, compute, figures, links, questions, slides, translation_status
+from . import (
+    api,
+    cjk,
+    compute,
+    figures,
+    languages,
+    links,
+    questions,
+    slides,
+    translation_status,
+)
 
 
 class MathIsNotProse(SphinxTransform):
@@ -45,6 +57,7 @@ class MathIsNotProse(SphinxTransform):
 def setup(app: Sphinx) -> dict[str, Any]:
     app.add_transform(MathIsNotProse)
     for module in (
+        languages,
         compute,
         figures,
         questions,

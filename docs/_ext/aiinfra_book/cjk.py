@@ -83,7 +83,7 @@ def tidy_doctree(doctree: nodes.Node) -> None:
 
 
 def _resolved(app: Sphinx, doctree: nodes.document, docname: str) -> None:
-    if (app.config.language or "en").startswith("zh"):
+    if app.config.aiinfra_cjk:  # docs/languages.toml
         tidy_doctree(doctree)
 
 

@@ -13,6 +13,8 @@ import pathlib
 import re
 from collections.abc import Iterable
 
+from .languages import label
+
 GREEK = {
     "alpha": "α",
     "beta": "β",
@@ -279,15 +281,16 @@ class Bibliography:
         return [self._plain(" ".join(p.prelast_names + p.last_names)) for p in people]
 
     def cite(self, key: str, lang: str = "en") -> str:
-        """``"Patarasuk and Yuan, 2009"``; ``"Thakur et al., 2005"`` (zh: 等)."""
+        """``"Patarasuk and Yuan, 2009"``; ``"Thakur et al., 2005"`` (the words
+        "and" and "et al." in the edition's language: :func:`.languages.label`)."""
         if key not in self.entries:
             raise KeyError(f"citation {key!r} is not in the book's bibliography")
         names = self._surnames(key)
         year = self.entries[key].fields.get("year", "n.d.")
         if len(names) >= 3:
-            who = f"{names[0]} {'等' if lang.startswith('zh') else 'et al.'}"
+            who = label("et_al", lang, first=names[0])
         elif len(names) == 2:
-            who = f"{names[0]} {'和' if lang.startswith('zh') else 'and'} {names[1]}"
+            who = label("two_authors", lang, first=names[0], second=names[1])
         else:
             who = names[0] if names else key
         return f"{who}, {year}"

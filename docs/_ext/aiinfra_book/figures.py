@@ -307,7 +307,7 @@ class RenderFigures(SphinxTransform):
         if self.env._builder_cls.name == "gettext":
             return  # the figure_texts nodes are its messages; nothing is drawn
         lang = self.config.language or "en"
-        cjk = lang.startswith("zh")
+        cjk = self.config.aiinfra_cjk  # docs/languages.toml
         for words in list(self.document.findall(figure_texts)):
             try:
                 self._render(words, lang, cjk)

@@ -26,64 +26,9 @@ from sphinx.directives.code import LiteralInclude
 from sphinx.environment import BuildEnvironment
 from sphinx.util.docutils import SphinxDirective, SphinxRole
 
+from . import languages
 from .chapters import chapters
-
-# Words the extension itself writes on a page, in each edition's language.
-LABELS = {
-    "slides": {"en": "Slides", "zh_CN": "幻灯片"},
-    "book": {"en": "Read this chapter in the book", "zh_CN": "在书中阅读本章"},
-    "other": {"en": "中文", "zh_CN": "English"},
-    # The decks (slides.py, slide_layout.py, questions.py)
-    "chapter": {"en": "Chapter {n}", "zh_CN": "第 {n} 章"},
-    "open_deck": {"en": "Open the deck", "zh_CN": "打开幻灯片"},
-    "question": {"en": "Question {n}", "zh_CN": "问题 {n}"},
-    "answer": {"en": "Answer", "zh_CN": "答案"},
-    "recap": {"en": "Recap", "zh_CN": "回顾"},
-    "recap_cue": {
-        "en": "One line per section: ask the room to explain each in their words.",
-        "zh_CN": "每节一句话：请学生用自己的话解释每一条。",
-    },
-    "references": {"en": "References", "zh_CN": "参考文献"},
-    "references_cue": {
-        "en": "The works this deck cites; the book's bibliography has them all.",
-        "zh_CN": "本讲引用的文献；书末参考文献列出全部。",
-    },
-    "continued": {
-        "en": "Continued ({k}/{n}): the same listing or table, next part.",
-        "zh_CN": "续（{k}/{n}）：同一段代码或同一张表的下一部分。",
-    },
-    "keypoints_cue": {
-        "en": "Key points of “{title}”: pause for questions before moving on.",
-        "zh_CN": "“{title}”的要点：继续之前先停下来答疑。",
-    },
-    "cue_figure": {
-        "en": "Walk through the figure: axes first, then what changes.",
-        "zh_CN": "讲解这张图：先讲坐标轴，再讲变化的部分。",
-    },
-    "cue_table": {
-        "en": "Read the table row by row: what each column measures.",
-        "zh_CN": "逐行讲解这张表：每一列衡量什么。",
-    },
-    "cue_code": {
-        "en": "Walk through the code line by line.",
-        "zh_CN": "逐行讲解这段代码。",
-    },
-    "deck_length": {
-        "en": "{slides} slides, about {minutes} min",
-        "zh_CN": "{slides} 张幻灯片，约 {minutes} 分钟",
-    },
-    "section_timing": {
-        "en": "{title}: {slides} slides, {minutes} min",
-        "zh_CN": "{title}：{slides} 张，{minutes} 分钟",
-    },
-    "timing_rule": {
-        "en": "Suggested times read each slide's notes aloud at {wpm} words a "
-        "minute ({cpm} characters in Chinese), {slide} min at least per slide, plus "
-        "{question} min per question.",
-        "zh_CN": "建议时长按每分钟朗读 {cpm} 个汉字（英文 {wpm} 词）估算每张幻灯片"
-        "的讲稿，每张至少 {slide} 分钟，每道问题另加 {question} 分钟。",
-    },
-}
+from .languages import label
 
 
 def book_uri(fromdoc: str, page: str, lang: str) -> str:
@@ -116,17 +61,18 @@ class BookLinkRole(SphinxRole):
 def page_context(
     app: Sphinx, pagename: str, templatename: str, context: dict, doctree: Any
 ) -> None:
-    """Give templates the counterpart-language URL and the chapter's deck URL."""
+    """Give templates the other editions' URLs and the chapter's deck URL."""
     if app.builder.name != "html":
         return
     lang = app.config.language or "en"
-    other = "zh_CN" if lang == "en" else "en"
     up = "../" * (pagename.count("/") + 1)
     context["aiinfra_lang"] = lang
-    context["aiinfra_other_lang"] = other
-    context["aiinfra_other_label"] = LABELS["other"][lang]
-    context["aiinfra_other_url"] = f"{up}{other}/{pagename}.html"
-    context["aiinfra_slides_label"] = LABELS["slides"][lang]
+    # The other published editions, each named in its own language.
+    context["aiinfra_other_langs"] = [
+        {"code": e.code, "name": e.name, "url": f"{up}{e.code}/{pagename}.html"}
+        for e in languages.others(pathlib.Path(app.srcdir), lang)
+    ]
+    context["aiinfra_slides_label"] = label("slides", lang)
     chapter = pagename.split("/")[0]
     in_chapter = "/" in pagename and chapter in chapters(
         pathlib.Path(app.srcdir), app.config.root_doc
@@ -158,10 +104,10 @@ def fill_chapter_lists(app: Sphinx, doctree: nodes.document, docname: str) -> No
             own = app.builder.get_relative_uri(docname, index)
             if app.builder.name == "revealjs":  # the deck list: decks, then book
                 main, other = own, book_uri(docname, index, lang)
-                other_text = LABELS["book"][lang]
+                other_text = label("book", lang)
             else:
                 main, other = own, deck_uri(docname, chapter, lang)
-                other_text = LABELS["slides"][lang]
+                other_text = label("slides", lang)
             para = nodes.paragraph(
                 "",
                 "",

@@ -21,7 +21,7 @@ from docutils import nodes
 from sphinx.application import Sphinx
 from sphinx.util.docutils import SphinxDirective
 
-from .links import LABELS
+from .languages import label
 
 
 class aiinfra_question(nodes.General, nodes.Element):  # noqa: N801 - docutils style
@@ -85,9 +85,9 @@ def _lang(self: nodes.NodeVisitor) -> str:
 
 
 def visit_question(self: nodes.NodeVisitor, node: aiinfra_question) -> None:
-    label = LABELS["question"][_lang(self)].format(n=node["number"])
+    text = label("question", _lang(self), n=node["number"])
     self.body.append(
-        f'<div class="aiinfra-question"><p class="question-label">{label}</p>\n'
+        f'<div class="aiinfra-question"><p class="question-label">{text}</p>\n'
     )
 
 
@@ -96,16 +96,13 @@ def depart_question(self: nodes.NodeVisitor, node: aiinfra_question) -> None:
 
 
 def visit_answer(self: nodes.NodeVisitor, node: aiinfra_answer) -> None:
-    label = LABELS["answer"][_lang(self)]
+    text = label("answer", _lang(self))
     if self.builder.name == "revealjs":  # shown on the next key press
         self.body.append(
-            '<div class="aiinfra-answer fragment">'
-            f'<p class="answer-label">{label}</p>\n'
+            f'<div class="aiinfra-answer fragment"><p class="answer-label">{text}</p>\n'
         )
     else:
-        self.body.append(
-            f'<details class="aiinfra-answer"><summary>{label}</summary>\n'
-        )
+        self.body.append(f'<details class="aiinfra-answer"><summary>{text}</summary>\n')
 
 
 def depart_answer(self: nodes.NodeVisitor, node: aiinfra_answer) -> None:

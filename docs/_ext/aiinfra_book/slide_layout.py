@@ -31,7 +31,7 @@ from collections.abc import Iterable
 from docutils import nodes
 
 from .deck_text import cue, first_sentence, tex_to_text
-from .links import LABELS
+from .languages import label
 from .questions import aiinfra_question
 
 CODE_LINES = 15  # a projector shows about 15 lines of code legibly
@@ -376,12 +376,12 @@ def _show_cue(items: list[nodes.Node], lang: str) -> str:
             image = next(iter(item.findall(nodes.image)), None)
             if image is not None and image.get("alt"):
                 return image["alt"]
-            return LABELS["cue_figure"][lang]
+            return label("cue_figure", lang)
         if isinstance(item, nodes.table):
-            return LABELS["cue_table"][lang]
+            return label("cue_table", lang)
         if is_visual(item):
-            return LABELS["cue_code"][lang]
-    return LABELS["cue_figure"][lang]
+            return label("cue_code", lang)
+    return label("cue_figure", lang)
 
 
 def layout_section(section: nodes.section, lang: str) -> None:
@@ -436,7 +436,7 @@ def layout_section(section: nodes.section, lang: str) -> None:
         slides.append((fitted[0], notes))
         total = len(fitted)
         for k, part in enumerate(fitted[1:], start=2):
-            cont = LABELS["continued"][lang].format(k=k, n=total)
+            cont = label("continued", lang, k=k, n=total)
             slides.append((part, make_notes([*chunk.prose], extra=[cont])))
     _place(section, slides)
 
@@ -490,7 +490,7 @@ def keypoints_slides(doctree: nodes.document, lang: str) -> None:
         adm["classes"].append("keypoints-slide")
         slide += adm
         section_title = parent[0].astext() if parent.children else ""
-        cue = LABELS["keypoints_cue"][lang].format(title=section_title)
+        cue = label("keypoints_cue", lang, title=section_title)
         items = [p for p in adm.findall(nodes.list_item)]
         slide += make_notes(items, extra=[cue])
         host += slide

@@ -28,7 +28,8 @@ from sphinx.transforms.post_transforms import SphinxPostTransform
 from . import slide_layout
 from .chapters import chapters
 from .deck_text import Bibliography
-from .links import LABELS, book_uri
+from .languages import label
+from .links import book_uri
 from .questions import aiinfra_question
 
 _BIBS: dict[str, Bibliography] = {}
@@ -103,7 +104,7 @@ class AssembleDeck(SphinxPostTransform):
         """Course and chapter number above the title; lecturer, date, book below."""
         lang, config = _lang(self.config), self.config
         course = config.aiinfra_deck_course or config.html_title
-        chapter = LABELS["chapter"][lang].format(n=number)
+        chapter = label("chapter", lang, n=number)
         top.insert(
             1,  # after the title; the slide's CSS shows it above
             nodes.paragraph("", f"{course} · {chapter}", classes=["deck-course"]),
@@ -113,7 +114,7 @@ class AssembleDeck(SphinxPostTransform):
         )
         link = nodes.reference(
             "",
-            LABELS["book"][lang],
+            label("book", lang),
             refuri=book_uri(docname, docname, lang),
             classes=["booklink"],
         )
@@ -179,22 +180,22 @@ class DeckStructure(SphinxPostTransform):
         if not len(items):
             return None
         slide = nodes.section("", ids=["deck-recap"], classes=["deck-made"])
-        slide += nodes.title("", LABELS["recap"][lang])
+        slide += nodes.title("", label("recap", lang))
         slide += items
-        slide += slide_layout.make_notes([], extra=[LABELS["recap_cue"][lang]])
+        slide += slide_layout.make_notes([], extra=[label("recap_cue", lang)])
         return slide
 
     def _references(
         self, keys: list[str], bib: Bibliography, lang: str
     ) -> nodes.section:
         slide = nodes.section("", ids=["deck-references"], classes=["deck-made"])
-        slide += nodes.title("", LABELS["references"][lang])
+        slide += nodes.title("", label("references", lang))
         slide += nodes.bullet_list(
             "",
             *(nodes.list_item("", nodes.paragraph("", bib.entry(k))) for k in keys),
             classes=["on-slide", "deck-references"],
         )
-        slide += slide_layout.make_notes([], extra=[LABELS["references_cue"][lang]])
+        slide += slide_layout.make_notes([], extra=[label("references_cue", lang)])
         return slide
 
 
@@ -229,19 +230,14 @@ def _citation(
     bib: Bibliography, keys: list[str], xref: nodes.Element, lang: str
 ) -> str:
     """``(Thakur et al., 2005)`` for ``:cite:p:``; ``Thakur et al. (2005)`` for t."""
-    zh = lang.startswith("zh")
     found = [k for k in keys if k in bib.entries]
     if not found:
         return xref.astext()
     if xref.get("reftype") == "t":
         parts = [re.sub(r", (\S+)$", r" (\1)", bib.cite(k, lang)) for k in found]
-        return "、".join(parts) if zh else "; ".join(parts)
-    inner = (
-        "；".join(bib.cite(k, lang) for k in found)
-        if zh
-        else "; ".join(bib.cite(k, lang) for k in found)
-    )
-    return f"（{inner}）" if zh else f"({inner})"
+        return label("cite_text_list", lang).join(parts)
+    inner = label("cite_list", lang).join(bib.cite(k, lang) for k in found)
+    return label("cite_brackets", lang, inner=inner)
 
 
 def lay_out_slides(app: Sphinx, doctree: nodes.document, docname: str) -> None:
@@ -320,7 +316,8 @@ def deck_timing(app: Sphinx, chapter_index: str) -> list[tuple[str, int, float]]
 
 
 def _plural(text: str, lang: str) -> str:
-    return re.sub(r"\b1 slides\b", "1 slide", text) if lang == "en" else text
+    """English (or a language still showing the English label): 1 slide."""
+    return re.sub(r"\b1 slides\b", "1 slide", text)
 
 
 def fill_deck_list(app: Sphinx, doctree: nodes.document, docname: str) -> None:
@@ -349,20 +346,26 @@ def fill_deck_list(app: Sphinx, doctree: nodes.document, docname: str) -> None:
             slide += nodes.title("", rows[0][0] if rows else index)
             links = item[0].deepcopy()  # the deck and the book
             deck_link = next(iter(links.findall(nodes.reference)))
-            deck_link.children = [nodes.Text(LABELS["open_deck"][lang])]
-            length = LABELS["deck_length"][lang].format(slides=count, minutes=total)
+            deck_link.children = [nodes.Text(label("open_deck", lang))]
+            length = label("deck_length", lang, slides=count, minutes=total)
             links += nodes.Text(" · " + _plural(length, lang))
             links["classes"].append("deck-list-links")
             slide += links
             timing = nodes.bullet_list(classes=["deck-timing"])
             for title, n, minutes in rows[1:]:
-                text = LABELS["section_timing"][lang].format(
-                    title=title, slides=n, minutes=max(1, round(minutes))
+                text = label(
+                    "section_timing",
+                    lang,
+                    title=title,
+                    slides=n,
+                    minutes=max(1, round(minutes)),
                 )
                 timing += nodes.list_item("", nodes.paragraph("", _plural(text, lang)))
             slide += timing
             slides.append(slide)
-        note = LABELS["timing_rule"][lang].format(
+        note = label(
+            "timing_rule",
+            lang,
             wpm=WORDS_PER_MINUTE,
             cpm=CHARS_PER_MINUTE,
             slide=MIN_PER_SLIDE,
