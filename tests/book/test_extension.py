@@ -230,13 +230,17 @@ def test_calc_role_and_table_directive_render_computed_values(tmp_path):
 
     .. aiinfra-table:: aiinfra.report:Table(["kind", "n"], [["ring", 1]], "N.", "s")
 
-       Bus-bandwidth factors.
+       Bus-bandwidth factors of :math:`p` ranks in ``fp16``.
     """
     out = _build(tmp_path, body)
     assert out.returncode == 0, out.stderr
     html = (tmp_path / "out" / "index.html").read_text()
     assert "Factor <span" in html and ">1.750</span>" in html
-    assert "Bus-bandwidth factors." in html and "ring" in html
+    assert "Bus-bandwidth factors of" in html and "ring" in html
+    # The caption's markup renders: maths and a literal, not their rst source.
+    caption = re.search(r"<caption>(.*?)</caption>", html, re.S).group(1)
+    assert ":math:" not in caption and "``" not in caption
+    assert 'class="math' in caption and '<code class="docutils literal' in caption
     assert '<p class="aiinfra-table-note">N.</p>' in html
     assert '<p class="aiinfra-table-note aiinfra-table-stamp">s</p>' in html
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib
 import pathlib
 import re
+from collections.abc import Callable
 from typing import Any
 
 from docutils import nodes
@@ -148,14 +149,17 @@ def table_nodes(
     source: str,
     line: int,
     classes: tuple[str, ...] = (),
+    inline: Callable[[str], list[nodes.Node]] | None = None,
 ) -> list[nodes.Node]:
     """A computed table as docutils nodes, its words translatable (module docstring):
-    the table, then its note and its stamp."""
+    the table, then its note and its stamp. ``inline`` parses the caption's rst
+    (roles, literals): a directive passes its state's inline parser."""
     from aiinfra.report import format_cell
 
     tnode = nodes.table(classes=["aiinfra-table", *classes])
     if caption:
-        title = nodes.title(caption, caption)
+        children = inline(caption) if inline else [nodes.Text(caption)]
+        title = nodes.title(caption, "", *children)
         title.source, title.line = source, line
         tnode += title
     group = nodes.tgroup(cols=len(columns))
@@ -209,7 +213,15 @@ class TableDirective(SphinxDirective):
             ]
         source, line = self.get_source_info()
         caption = " ".join(x.strip() for x in self.content if x.strip())
-        return table_nodes(columns, rows, note, stamp, caption, source, line)
+        return table_nodes(
+            columns, rows, note, stamp, caption, source, line, inline=inline_rst(self)
+        )
+
+
+def inline_rst(directive: SphinxDirective) -> Callable[[str], list[nodes.Node]]:
+    """A caption's inline rst as nodes (a role renders, not its source); a broken
+    role is reported as it is parsed."""
+    return lambda text: directive.state.inline_text(text, directive.lineno)[0]
 
 
 def _init_env(app: Sphinx, env: BuildEnvironment, docnames: list[str]) -> None:

@@ -15,7 +15,7 @@ import subprocess
 from docutils import nodes
 from sphinx.util.docutils import SphinxDirective
 
-from .compute import table_nodes
+from .compute import inline_rst, table_nodes
 
 COLUMNS = [
     "language",
@@ -83,7 +83,15 @@ class TranslationStatusDirective(SphinxDirective):
         source, line = self.get_source_info()
         caption = " ".join(x.strip() for x in self.content if x.strip())
         return table_nodes(
-            COLUMNS, rows, "", "", caption, source, line, ("translation-status",)
+            COLUMNS,
+            rows,
+            "",
+            "",
+            caption,
+            source,
+            line,
+            ("translation-status",),
+            inline=inline_rst(self),
         )
 
 
