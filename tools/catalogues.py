@@ -38,6 +38,7 @@ Without ``--lang``, every language of ``docs/languages.toml`` but the source one
 from __future__ import annotations
 
 import argparse
+import datetime
 import io
 import pathlib
 import re
@@ -249,6 +250,34 @@ def repair_previous(catalog: Catalog) -> None:
         message.user_comments = [c for c in message.user_comments if c not in lines]
 
 
+HEADER = """\
+{name} ({lang}) translation of AI Infrastructure: see docs/translating.rst.
+Copyright (C) 2026, the aiinfra authors
+This file is distributed under the same license as the AI Infrastructure package."""
+
+
+def fill_header(catalog: Catalog, lang: str) -> None:
+    """The header says whose catalogue it is (no ``FIRST AUTHOR``, ``YEAR-MO-DA``
+    or ``LL@li.org`` placeholders, which ``msgfmt --check`` warns about), and it is
+    not fuzzy. The revision date is set when the catalogue's text changes."""
+    name = languages.load(DOCS)[lang].name if lang in translations() else lang
+    catalog.header_comment = "\n".join(
+        f"# {line}" for line in HEADER.format(name=name, lang=lang).splitlines()
+    )
+    catalog.fuzzy = False
+    catalog.last_translator = "The aiinfra translators"
+    catalog.language_team = f"{name} ({lang})"
+    catalog.msgid_bugs_address = ""
+
+
+def render(catalog: Catalog) -> bytes:
+    """The catalogue as written: 88 columns, references without line numbers,
+    fuzzy entries with their previous English."""
+    out = io.BytesIO()
+    write_po(out, catalog, width=WIDTH, include_lineno=False)
+    return with_previous(out.getvalue().decode("utf-8"), catalog).encode("utf-8")
+
+
 def update_catalogue(template: Catalog, po: pathlib.Path, lang: str) -> str:
     """Merge ``template`` into the catalogue at ``po``; return what happened."""
     if po.exists():
@@ -278,12 +307,13 @@ def update_catalogue(template: Catalog, po: pathlib.Path, lang: str) -> str:
     left = any(m.id and (not m.string or m.fuzzy) for m in catalog)
     if not left:
         catalog.obsolete.clear()  # nothing can use them any more
+    fill_header(catalog, lang)
     po.parent.mkdir(parents=True, exist_ok=True)
-    out = io.BytesIO()
-    write_po(out, catalog, width=WIDTH, include_lineno=False)
-    text = with_previous(out.getvalue().decode("utf-8"), catalog).encode("utf-8")
+    text = render(catalog)
     if text == before:
         return "unchanged"
+    catalog.revision_date = datetime.datetime.now(datetime.UTC)
+    text = render(catalog)
     po.write_bytes(text)
     return (
         f"updated ({filled} prefilled from obsolete entries)" if before else "created"

@@ -143,8 +143,19 @@ def test_update_keeps_the_previous_english_of_a_fuzzy_entry(tmp_path):
         'msgid "The ring sends one chunk per step to its left neighbour."\n'
         'msgstr "环形算法每一步向右边的邻居发送一个分块。"'
     ) in text
+    # The header names the catalogue's language; no placeholder, not fuzzy.
+    header = text.split("\n\n", 1)[0]  # the comment and the header entry
+    assert "# 中文 (zh_CN) translation of AI Infrastructure" in header
+    for placeholder in ("FIRST AUTHOR", "YEAR-MO-DA", "LL@li.org", "#, fuzzy"):
+        assert placeholder not in header, placeholder
     if shutil.which("msgfmt"):  # GNU gettext's own reader accepts the file
-        subprocess.run(["msgfmt", "--check", "-o", "/dev/null", str(po)], check=True)
+        out = subprocess.run(
+            ["msgfmt", "--check", "-o", "/dev/null", str(po)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert "warning" not in out.stderr, out.stderr
 
 
 def test_update_prefills_a_shortened_paragraph_from_its_obsolete_entry(tmp_path):
@@ -242,3 +253,5 @@ def test_the_book_catalogues_are_valid_for_gnu_gettext():
             text=True,
         )
         assert out.returncode == 0, out.stderr
+        # No header placeholder left (FIRST AUTHOR, YEAR-MO-DA, ...).
+        assert "warning" not in out.stderr, out.stderr
