@@ -325,3 +325,17 @@ def test_chinese_loses_stray_spaces_but_keeps_them_around_code_and_latin():
     cjk.tidy_doctree(para)
     assert para.astext() == "使用全归约的结果 bufs 与 rank（见上）。"
     assert cjk.tidy("同一个 rank，在那里") == "同一个 rank，在那里"
+    # Full-width punctuation next to a link, a citation or code: no space either.
+    para = nodes.paragraph(
+        "",
+        "",
+        nodes.Text("见《 "),
+        nodes.reference("", "Ring AllReduce"),
+        nodes.Text(" 》一节，"),
+        nodes.reference("", "[Graham et al., 2016]"),
+        nodes.Text(" （"),
+        nodes.literal("", "NVLS"),
+        nodes.Text(" ）。"),
+    )
+    cjk.tidy_doctree(para)
+    assert para.astext() == "见《Ring AllReduce》一节，[Graham et al., 2016]（NVLS）。"

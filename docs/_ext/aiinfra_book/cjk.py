@@ -21,11 +21,12 @@ FULL_PUNCT = (
     "\u2018\u2019\u201c\u201d\u2014\u2026"
 )
 TIGHT = f"[{HAN}{FULL_PUNCT}]"
-# A run of spaces with Chinese on both sides, or full-width punctuation on one side.
+# A run of spaces with Chinese on both sides, or full-width punctuation on one side
+# (also at the edge of a text node: the other side is a link, a citation or code).
 _STRAY = re.compile(
     rf"(?<=[{HAN}])[ \t\n]+(?=[{HAN}])"
-    rf"|(?<=[{FULL_PUNCT}])[ \t\n]+(?=\S)"
-    rf"|(?<=\S)[ \t\n]+(?=[{FULL_PUNCT}])"
+    rf"|(?<=[{FULL_PUNCT}])[ \t\n]+(?=\S|$)"
+    rf"|(?:(?<=\S)|^)[ \t\n]+(?=[{FULL_PUNCT}])"
 )
 
 
