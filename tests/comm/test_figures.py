@@ -29,12 +29,35 @@ def _render(fig: Figure) -> None:
     fig.savefig(io.BytesIO(), format="png", dpi=100)  # 7 in at 100 dpi: 700 px
 
 
-def test_crossover_figure_has_four_algorithms_and_marked_crossovers():
+def test_crossover_figure_has_six_algorithms_and_marked_crossovers():
     fig = figures.crossover_figure(p=16, link="ib400", local_size=8)
     (ax,) = fig.axes
-    assert len(ax.lines) == 4
+    labels = [line.get_label() for line in ax.lines]
+    assert "double binary tree" in labels and len(labels) == 6
     assert len(ax.collections) == 2  # recursive doubling vs ring, vs Rabenseifner
     assert fig.get_figwidth() == 7
+    _render(fig)
+
+
+def test_hierarchy_figure_has_one_line_per_variant():
+    fig = figures.hierarchy_figure(nodes=4, local_size=8, rails=8)
+    (ax,) = fig.axes
+    assert [line.get_label() for line in ax.lines] == [
+        "ring, one NIC per node",
+        "ring, one rail per NIC",
+        "hierarchical, all NICs",
+    ]
+    _render(fig)
+
+
+def test_double_tree_figure_darkens_each_rank_in_one_tree_only():
+    fig = figures.double_tree_figure(p=8)
+    assert len(fig.axes) == 2
+    dark = [
+        {int(t.get_text()) for t in ax.texts if t.get_color() == "white"}
+        for ax in fig.axes
+    ]
+    assert dark[0] == {0, 2, 4, 6} and dark[1] == {1, 3, 5, 7}
     _render(fig)
 
 

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
-from aiinfra.comm import cost, figures, schedules, steps
+from aiinfra.comm import cost, figures, nccl_model, schedules, steps
 from aiinfra.comm import results as busbw
 from aiinfra.report import Table
 
 MIB = 2**20
 RATIO_SIZE = 16 * MIB  # the size at which the page compares our ring with torch's
+_BYTES = cost.LinkModel(alpha=0.0, beta=1.0, name="bytes")  # the time is bytes sent
 
 
 # collectives.rst
@@ -47,6 +48,16 @@ def ib400_alpha_us() -> float:
     return cost.LINKS["ib400"].alpha * 1e6
 
 
+def ring_bytes_8_ranks() -> float:
+    """Bytes per rank of a ring all-reduce on 8 ranks, in units of n."""
+    return cost.ring_all_reduce_time(1.0, 8, _BYTES)
+
+
+def in_network_bytes_8_ranks() -> float:
+    """Bytes per rank of an in-network all-reduce on 8 ranks, in units of n."""
+    return nccl_model.in_network_all_reduce_time(1.0, 8, _BYTES)
+
+
 # doubling.rst
 
 
@@ -68,6 +79,21 @@ def halving_doubling_figure() -> Figure:
 def halving_doubling_frames() -> list[Figure]:
     """Rabenseifner's halving-doubling all-reduce on eight ranks, one frame per step."""
     return steps.halving_doubling_frames(p=8)
+
+
+def rabenseifner_bytes_6_ranks() -> float:
+    """Bytes per rank of Rabenseifner's all-reduce on 6 ranks (folded), units of n."""
+    return cost.rabenseifner_all_reduce_time(1.0, 6, _BYTES)
+
+
+def ring_bytes_6_ranks() -> float:
+    """Bytes per rank of the ring all-reduce on 6 ranks, in units of n."""
+    return cost.ring_all_reduce_time(1.0, 6, _BYTES)
+
+
+def rabenseifner_over_ring_bytes_6_ranks() -> float:
+    """How many times the ring's bytes the folded Rabenseifner sends on 6 ranks."""
+    return rabenseifner_bytes_6_ranks() / ring_bytes_6_ranks()
 
 
 def scaling_figure() -> Figure:
@@ -98,6 +124,26 @@ def hierarchical_frames() -> list[Figure]:
     return steps.hierarchical_frames(num_nodes=2, local_size=4)
 
 
+def hierarchy_table() -> Table:
+    """Flat rings on 1 and 8 NICs against hierarchy, 2 to 64 nodes of 8 (ib400)."""
+    return nccl_model.hierarchy_table(nodes=(2, 4, 16, 64), local_size=8, rails=8)
+
+
+def hierarchy_figure() -> Figure:
+    """All-reduce time against size, 8 nodes of 8: rings on 1 and 8 NICs, hierarchy."""
+    return figures.hierarchy_figure(nodes=8, local_size=8, rails=8)
+
+
+def hierarchical_faster_below_2_nodes() -> str:
+    """Size below which hierarchy beats the 8-rail ring on 2 nodes of 8."""
+    return hierarchy_table().rows[0][-1]
+
+
+def hierarchical_faster_below_64_nodes() -> str:
+    """Size below which hierarchy beats the 8-rail ring on 64 nodes of 8."""
+    return hierarchy_table().rows[-1][-1]
+
+
 # cost_model.rst
 
 
@@ -116,6 +162,23 @@ def crossover_table() -> Table:
     return cost.crossover_table(link="nvlink")
 
 
+def ring_vs_rabenseifner_table() -> Table:
+    """Steps, bytes and crossover of the ring and Rabenseifner, NVLink."""
+    return nccl_model.ring_vs_rabenseifner_table(link="nvlink")
+
+
+def ring_extra_us_8_ranks() -> float:
+    """How much longer the ring takes than Rabenseifner on 8 NVLink ranks, at any n."""
+    n = 16 * MIB  # the gap is the same at every size
+    ring, rab = cost.ring_all_reduce_time, cost.rabenseifner_all_reduce_time
+    return (ring(n, 8, "nvlink") - rab(n, 8, "nvlink")) * 1e6
+
+
+def ring_faster_above_6_ranks() -> str:
+    """Size above which the ring beats the folded Rabenseifner on 6 NVLink ranks."""
+    return next(r[-1] for r in ring_vs_rabenseifner_table().rows if r[0] == 6)
+
+
 def doubling_beats_ring_below() -> str:
     """Size below which recursive doubling beats the ring on 8 NVLink ranks."""
     n = cost.crossover_size(
@@ -128,6 +191,35 @@ def doubling_beats_rabenseifner_below() -> str:
     """Size below which recursive doubling beats Rabenseifner on 8 NVLink ranks."""
     n = cost.crossover_size(
         "recursive_doubling_all_reduce", "rabenseifner_all_reduce", 8, "nvlink"
+    )
+    return cost.format_bytes(n)
+
+
+# nccl.rst
+
+
+def double_tree_figure() -> Figure:
+    """NCCL's two binary trees over eight ranks."""
+    return figures.double_tree_figure(p=8)
+
+
+def nccl_algorithm_table() -> Table:
+    """Ring, double binary tree and in-network all-reduce on 64 ranks of ib400."""
+    return nccl_model.nccl_algorithm_table(p=64, sizes=(64 * 2**10, 256 * MIB))
+
+
+def protocol_table() -> Table:
+    """NCCL's protocols and the share of their bytes that is data."""
+    return nccl_model.protocol_table()
+
+
+def tree_beats_ring_below_64_ranks() -> str:
+    """Size below which the double binary tree beats the ring on 64 ib400 ranks."""
+    n = cost.crossover_size(
+        nccl_model.double_binary_tree_all_reduce_time,
+        cost.ring_all_reduce_time,
+        64,
+        "ib400",
     )
     return cost.format_bytes(n)
 
@@ -161,8 +253,6 @@ def ring_over_torch_busbw() -> float:
 
 
 # questions.rst
-
-_BYTES = cost.LinkModel(alpha=0.0, beta=1.0, name="bytes")  # the time is bytes sent
 
 
 def ring_steps_8_ranks() -> int:

@@ -16,7 +16,9 @@ The signatures mirror ``torch.distributed`` (in place, ``op``, ``group``) and th
 functions run on any backend (gloo on CPU, NCCL on GPU). Each validates its arguments
 before the first message and, unless ``check_consistency=False``, checks that all
 ranks passed the same sizes, dtype, op and root. The cost model, benchmark and figures
-of the chapter live in the submodules ``cost``, ``bench`` and ``figures``; the
+of the chapter live in the submodules ``cost``, ``bench`` and ``figures``, the cost
+of what NCCL runs (multi-rail rings, double binary trees, in-network reduction) in
+``nccl_model``; the
 step-by-step simulations of the algorithms in ``schedules`` and their drawings (book
 figures and deck frames) in ``steps``.
 """

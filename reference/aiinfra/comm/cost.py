@@ -147,22 +147,30 @@ def hierarchical_all_reduce_time(
     link: Link,
     local_size: int = 8,
     local_link: Link = "nvlink",
+    rails: int | None = None,
 ) -> float:
     """Two-level all-reduce: the sum of its three phases' times.
 
     Ring reduce-scatter in each node of ``local_size`` ranks over ``local_link``,
     ring all-reduce of the n / local_size shard across the nodes over ``link``,
-    ring all-gather in each node.
+    ring all-gather in each node. The node has ``rails`` NICs of ``link`` (default:
+    one per rank); its ``local_size`` ranks share them in the middle phase.
 
     Raises:
-        ValueError: ``local_size`` < 1 or not a divisor of ``p``.
+        ValueError: ``local_size`` or ``rails`` < 1, or ``local_size`` not a
+            divisor of ``p``.
     """
     _args(n, p, link)
     _int_ge_1("local_size", local_size)
+    _int_ge_1("rails", local_size if rails is None else rails)
     if p % local_size:
         raise ValueError(f"local_size ({local_size}) must divide p ({p})")
+    net = get_link(link)  # a rank's share of its node's NICs: rails / local_size
+    share = LinkModel(
+        net.alpha, net.beta * local_size / (rails or local_size), net.gamma, net.name
+    )
     intra = ring_reduce_scatter_time(n, local_size, local_link)
-    inter = ring_all_reduce_time(n / local_size, p // local_size, link)
+    inter = ring_all_reduce_time(n / local_size, p // local_size, share)
     return intra + inter + ring_all_gather_time(n, local_size, local_link)
 
 
@@ -204,7 +212,7 @@ def crossover_size(
         max_bytes: the largest size searched.
 
     Returns:
-        The crossover size in bytes, or None if the two never cross for n > 0.
+        The crossover size in bytes, or None if they do not cross in (0, max_bytes].
     """
     fa, fb = (
         a if callable(a) else ALGORITHMS[_choice(name, a, ALGORITHMS)]
@@ -213,9 +221,8 @@ def crossover_size(
     d = lambda n: fa(n, p, link) - fb(n, p, link)  # noqa: E731 - a one-line helper
     if isinstance(alg_a, str) and isinstance(alg_b, str):
         slope = (d(max_bytes) - d(0.0)) / max_bytes  # exact for affine costs
-        if slope == 0 or -d(0.0) / slope <= 0:
-            return None
-        return -d(0.0) / slope
+        x = -d(0.0) / slope if slope else 0.0  # rounding can leave parallel lines
+        return x if 0 < x <= max_bytes else None  # a slope of ~1e-27: x ~ 1e21
     lo, hi = 0.0, 1.0
     while hi <= max_bytes and (d(lo) > 0) == (d(hi) > 0):
         lo, hi = hi, 2 * hi  # walk up by octaves to the first sign change

@@ -20,7 +20,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from aiinfra import results
-from aiinfra.comm import cost
+from aiinfra.comm import cost, nccl_model
 
 SUM_COLOR = "0.25"  # a chunk that holds every rank's contribution
 RANK_COLORS = (0, 1, 2, 3, 4, 5, 6, 8, 9)  # tab10 without its grey, kept for sums
@@ -28,6 +28,10 @@ ALL_REDUCE = {
     "ring": cost.ring_all_reduce_time,
     "recursive doubling": cost.recursive_doubling_all_reduce_time,
     "Rabenseifner": cost.rabenseifner_all_reduce_time,
+}
+NCCL_ALL_REDUCE = {  # what NCCL adds: pipelined double trees, reducing switches
+    "double binary tree": nccl_model.double_binary_tree_all_reduce_time,
+    "in-network (SHARP, NVLS)": nccl_model.in_network_all_reduce_time,
 }
 
 # A buffer cell: (the ranks whose data it sums, the chunk index), or None if empty.
@@ -129,14 +133,16 @@ def crossover_figure(
 ) -> Figure:
     """All-reduce time against message size (log-log), crossovers marked.
 
-    The flat algorithms pay ``link`` on every step; the hierarchical one pays
+    The flat algorithms (dashed: NCCL's tree and in-network reduction) pay ``link``
+    on every step; the hierarchical one pays
     ``local_link`` inside groups of ``local_size`` ranks and ``link`` between them.
     """
     n = np.logspace(10, 31, 64, base=2)  # 1 KiB .. 2 GiB
     fig = Figure(figsize=(7, 4), layout="constrained")
     ax = fig.subplots()
-    for label, f in ALL_REDUCE.items():
-        ax.plot(n, [f(x, p, link) * 1e6 for x in n], label=label)
+    for label, f in (ALL_REDUCE | NCCL_ALL_REDUCE).items():
+        dashed = {"linestyle": "--"} if label in NCCL_ALL_REDUCE else {}
+        ax.plot(n, [f(x, p, link) * 1e6 for x in n], label=label, **dashed)
     hier = [
         cost.hierarchical_all_reduce_time(x, p, link, local_size, local_link) for x in n
     ]
@@ -155,6 +161,75 @@ def crossover_figure(
     )
     ax.legend(fontsize=8)
     ax.grid(True, which="major", alpha=0.3)
+    return fig
+
+
+def hierarchy_figure(
+    nodes: int = 8,
+    local_size: int = 8,
+    rails: int = 8,
+    link: cost.Link = "ib400",
+    local_link: cost.Link = "nvlink",
+) -> Figure:
+    """All-reduce time against size (log-log): rings on one NIC and on rails, hierarchy.
+
+    On ``nodes`` nodes of ``local_size`` ranks: a ring whose channels share one NIC
+    per node, one that spreads them over ``rails`` NICs, and the hierarchical
+    all-reduce with the same NICs.
+    """
+    n, p = np.logspace(10, 31, 64, base=2), nodes * local_size
+    curves = {
+        "ring, one NIC per node": (nccl_model.multirail_ring_all_reduce_time, 1),
+        "ring, one rail per NIC": (nccl_model.multirail_ring_all_reduce_time, rails),
+        "hierarchical, all NICs": (cost.hierarchical_all_reduce_time, rails),
+    }
+    fig = Figure(figsize=(7, 3.6), layout="constrained")
+    ax = fig.subplots()
+    for label, (f, r) in curves.items():
+        t = [f(x, p, link, local_size, local_link, r) * 1e6 for x in n]
+        ax.plot(n, t, label=label)
+    ax.set(xscale="log", yscale="log", xlabel="message size (bytes)")
+    ax.set(ylabel="time (us)", title=f"all-reduce, {nodes} nodes x {local_size}")
+    ax.legend(fontsize=8)
+    ax.grid(True, which="major", alpha=0.3)
+    return fig
+
+
+def double_tree_figure(p: int = 8) -> Figure:
+    """NCCL's two binary trees over p ranks, side by side: rank on x, depth down."""
+    fig = Figure(figsize=(7, 2.6), layout="constrained")
+    for k, (ax, tree) in enumerate(
+        zip(fig.subplots(1, 2), nccl_model.double_binary_tree(p), strict=True)
+    ):
+
+        def depth(r: int, tree: list = tree) -> int:
+            return 0 if tree[r] is None else 1 + depth(tree[r])
+
+        for r, up in enumerate(tree):
+            if up is not None:
+                ax.plot([r, up], [-depth(r), -depth(up)], color="0.5", zorder=1)
+        for r in range(p):
+            inner = r in tree  # a rank with children
+            ax.scatter(
+                [r],
+                [-depth(r)],
+                s=260,
+                zorder=2,
+                ec="black",
+                color=SUM_COLOR if inner else "white",
+            )
+            ax.text(
+                r,
+                -depth(r),
+                r,
+                ha="center",
+                va="center",
+                fontsize=8,
+                color="white" if inner else "black",
+                zorder=3,
+            )
+        ax.set_title(("first tree", "second tree (mirrored)")[k], fontsize=9)
+        ax.set_axis_off()
     return fig
 
 
