@@ -1,0 +1,88 @@
+"""What ``docs/models/transformer.rst`` shows: its values, tables, figures."""
+
+from __future__ import annotations
+
+from matplotlib.figure import Figure
+
+from aiinfra.models import (
+    attention_flops,
+    checkpoint_check,
+    flops,
+)
+from aiinfra.models.params import count_parameters
+from aiinfra.models.presets import preset
+from aiinfra.report import Table
+
+LLAMA, DEEPSEEK, MISTRAL = "llama-3-8b", "deepseek-v2", "mistral-7b"
+
+
+SEQ_LEN = 8192  # tokens of the FLOPs example
+
+
+def checkpoint_equivalence_table() -> Table:
+    """Our model against transformers on saved tiny checkpoints, per family."""
+    return checkpoint_check.equivalence_table()
+
+
+def flops_check_table() -> Table:
+    """Parameters and training FLOPs by formula and by counting, toy model."""
+    return flops.flops_check_table()
+
+
+def llama_parameters() -> int:
+    """Parameters of Llama 3 8B."""
+    return count_parameters(preset(LLAMA)).total
+
+
+def llama_context() -> int:
+    """Llama 3 8B's context length (its RoPE table)."""
+    return preset(LLAMA).max_seq_len
+
+
+def llama_attention_share() -> float:
+    """Share of attention in Llama 3 8B's training FLOPs at 8192 tokens."""
+    c = preset(LLAMA)
+    return flops.attention_flops_per_token(c, SEQ_LEN) / flops.training_flops_per_token(
+        c, SEQ_LEN
+    )
+
+
+def flops_breakdown_table() -> Table:
+    """6N and the attention term of real dense models at 8192 tokens."""
+    return flops.flops_breakdown_table(seq_len=SEQ_LEN)
+
+
+def flops_conventions_table() -> Table:
+    """Attention counted over the full square (MFU) and as kernels compute it."""
+    return attention_flops.conventions_table(seq_len=SEQ_LEN)
+
+
+def attention_share_figure() -> Figure:
+    """Attention share of training FLOPs against T, per convention."""
+    return attention_flops.share_figure()
+
+
+def llama_attention_share_executed() -> float:
+    """Attention share of Llama 3 8B's training FLOPs at 8192 tokens, causal kernel."""
+    c = preset(LLAMA)
+    six_n = 6 * flops.matmul_parameters(c)
+    done = attention_flops.attention_training_flops(c, SEQ_LEN, "causal")
+    return done / (six_n + done)
+
+
+def mistral_window() -> int:
+    """W, Mistral 7B's sliding window."""
+    return preset(MISTRAL).sliding_window
+
+
+def mistral_window_saving() -> float:
+    """Causal over sliding-window attention FLOPs of Mistral 7B at its 32K context."""
+    c = preset(MISTRAL)
+    T = c.max_seq_len
+    causal = attention_flops.attention_training_flops(c, T, "causal")
+    return causal / attention_flops.attention_training_flops(c, T, "window")
+
+
+def mistral_context() -> int:
+    """Mistral 7B's context length (its RoPE table)."""
+    return preset(MISTRAL).max_seq_len

@@ -1,0 +1,144 @@
+"""KV budget: how many tokens of KV cache fit on GPUs next to the weights.
+
+Serving keeps the weights and the KV cache of every running sequence in HBM. What
+the weights leave, divided by the cache's bytes per token (:mod:`aiinfra.models.
+kv_cache_size`), is the number of tokens in flight: batch size times context.
+Tensor parallelism over ``n`` GPUs splits both the weights and the KV heads, so the
+budget of the group is ``n`` HBMs minus one copy of the weights. Nothing is reserved
+here for activations, the CUDA context or fragmentation, which a serving engine
+such as vLLM (Kwon et al. 2023) keeps back: the counts are upper bounds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from aiinfra.hardware import GPUS, Gpu
+from aiinfra.models.config import TransformerConfig
+from aiinfra.models.kv_cache_size import elements_per_token
+from aiinfra.models.params import count_parameters
+from aiinfra.models.presets import preset
+from aiinfra.report import Table
+
+if TYPE_CHECKING:  # drawing needs matplotlib (the docs extra); counting does not
+    from matplotlib.figure import Figure
+
+
+@dataclass(frozen=True)
+class KVBudget:
+    """Bytes of a serving group and the tokens of cache they hold."""
+
+    weight_bytes: int
+    free_bytes: int  # HBM of the group minus the weights; negative: they do not fit
+    bytes_per_token: int
+
+    @property
+    def tokens(self) -> int:
+        """Tokens of KV cache that fit; 0 when the weights alone overflow."""
+        return max(self.free_bytes, 0) // self.bytes_per_token
+
+
+def kv_budget(
+    c: TransformerConfig,
+    gpu: Gpu,
+    n_gpus: int = 1,
+    bytes_per_element: int = 2,
+    bytes_per_weight: int = 2,
+) -> KVBudget:
+    """The KV budget of model ``c`` served on ``n_gpus`` of ``gpu``.
+
+    Args:
+        c: the model (a dense one: every layer as the config describes it).
+        gpu: the accelerator (:data:`~aiinfra.hardware.GPUS`).
+        n_gpus: tensor-parallel group size.
+        bytes_per_element: of the cache, 2 for bf16.
+        bytes_per_weight: of the weights, 2 for bf16.
+
+    Returns:
+        Weight, free and per-token bytes.
+
+    Raises:
+        ValueError: a size is not a positive integer.
+    """
+    for arg, value in (
+        ("n_gpus", n_gpus),
+        ("bytes_per_element", bytes_per_element),
+        ("bytes_per_weight", bytes_per_weight),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{arg} must be a positive integer, got {value!r}")
+    weights = count_parameters(c).total * bytes_per_weight
+    per_token = elements_per_token(c) * bytes_per_element
+    return KVBudget(weights, n_gpus * gpu.hbm_bytes - weights, per_token)
+
+
+SETUPS = (  # (model, GPU, group size)
+    ("llama-3-8b", "H100", 1),
+    ("llama-3-8b", "H200", 1),
+    ("llama-3-70b", "H100", 1),
+    ("llama-3-70b", "H100", 2),
+    ("llama-3-70b", "H100", 4),
+    ("llama-3-70b", "H100", 8),
+    ("llama-3-70b", "H200", 1),
+    ("llama-3-70b", "H200", 2),
+)
+
+
+def kv_budget_table(setups: tuple = SETUPS, context: int = 8192) -> Table:
+    """Tokens of bf16 KV cache that fit next to bf16 weights, per setup."""
+    rows = []
+    for name, gpu_key, n in setups:
+        b = kv_budget(preset(name), GPUS[gpu_key], n)
+        rows.append(
+            [
+                name,
+                f"{n} x {gpu_key}",
+                round(b.weight_bytes / 1e9, 1),
+                round(b.free_bytes / 1e9, 1),
+                b.bytes_per_token // 1024,
+                b.tokens,
+                b.tokens // context,
+            ]
+        )
+    note = (
+        "GB = 1e9 bytes, KiB = 1024 bytes; bf16 weights and cache; free = HBM of "
+        "the group minus the weights, nothing reserved for activations or the "
+        "runtime (an upper bound). Sequences: how many of the stated length fit."
+    )
+    columns = [
+        "model",
+        "GPUs",
+        "weights (GB)",
+        "free (GB)",
+        "KiB / token",
+        "tokens of cache",
+        "sequences",
+    ]
+    return Table(columns, rows, note, f"sequences of {context} tokens")
+
+
+def kv_budget_figure(max_gpus: int = 8) -> Figure:
+    """Tokens of cache that fit against the group size, Llama 3 8B and 70B."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6, 3.6), layout="constrained")
+    ax = fig.add_subplot()
+    sizes = [n for n in (1, 2, 4, 8) if n <= max_gpus]
+    for name in ("llama-3-8b", "llama-3-70b"):
+        for gpu_key, style in (("H100", "-o"), ("H200", "--s")):
+            c = preset(name)
+            tokens = [kv_budget(c, GPUS[gpu_key], n).tokens for n in sizes]
+            points = [(n, t / 1e6) for n, t in zip(sizes, tokens, strict=True) if t]
+            ax.plot(*zip(*points, strict=True), style, label=f"{name}, {gpu_key}")
+    for context in (8192, 131072):
+        ax.axhline(context / 1e6, color="gray", linewidth=0.8, linestyle=":")
+        ax.annotate(f"{context // 1024}K", (sizes[0], context / 1e6), fontsize=7)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xticks(sizes, [str(n) for n in sizes])
+    ax.set_xlabel("GPUs in the tensor-parallel group")
+    ax.set_ylabel("tokens of KV cache (millions)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    return fig
