@@ -1,10 +1,12 @@
 """Prose names values, it does not compute them.
 
 Every ``:calc:`` role, ``aiinfra-table``, ``aiinfra-figure`` and ``:frames:`` in
-``docs/<chapter>/*.rst`` calls a name defined (not imported) in that chapter's module
-``aiinfra.book.<chapter>``, with literal arguments at most; no results path, no
-arithmetic and no constant is written in the rst. Every public name of a chapter
-module is shown by one of the chapter's pages.
+``docs/<chapter>/*.rst`` calls a name of ``aiinfra.book.<chapter>`` defined (not
+imported from elsewhere) in that chapter's module, or in one of its modules when the
+chapter is a package (one module per page, re-exported by its ``__init__``), with
+literal arguments at most; no results path, no arithmetic and no constant is written
+in the rst. Every public name of a chapter module is shown by one of the chapter's
+pages.
 """
 
 import ast
@@ -22,7 +24,10 @@ TARGET = re.compile(
     r"|^\s+:frames: (?P<frames>.+)",
     re.M,
 )
-CHAPTERS = sorted(p.stem for p in BOOK.glob("*.py") if p.stem != "__init__")
+CHAPTERS = sorted(
+    [p.stem for p in BOOK.glob("*.py") if p.stem != "__init__"]
+    + [p.parent.name for p in BOOK.glob("*/__init__.py")]
+)
 
 
 def targets(chapter: str) -> list[tuple[str, str]]:
@@ -38,11 +43,22 @@ def targets(chapter: str) -> list[tuple[str, str]]:
     return found
 
 
+def chapter_files(chapter: str) -> list[pathlib.Path]:
+    """The chapter's module, or the modules of its package (not ``__init__``)."""
+    if (BOOK / f"{chapter}.py").is_file():
+        return [BOOK / f"{chapter}.py"]
+    return sorted(p for p in (BOOK / chapter).glob("*.py") if p.stem != "__init__")
+
+
 def defined_names(chapter: str) -> set[str]:
-    """Names a chapter module defines at top level (def or assignment)."""
-    tree = ast.parse((BOOK / f"{chapter}.py").read_text(encoding="utf-8"))
+    """Names a chapter's module(s) define at top level (def or assignment)."""
+    body = [
+        node
+        for path in chapter_files(chapter)
+        for node in ast.parse(path.read_text(encoding="utf-8")).body
+    ]
     names = set()
-    for node in tree.body:
+    for node in body:
         if isinstance(node, ast.FunctionDef):
             names.add(node.name)
         elif isinstance(node, ast.Assign):
@@ -104,3 +120,4 @@ def test_the_checks_catch_what_they_forbid():
     )
     assert "MIB" in defined_names("communication")
     assert "figures" not in defined_names("communication")  # imported, not defined
+    assert "overlap_tokens" in defined_names("training")  # training/ddp.py

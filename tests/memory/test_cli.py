@@ -91,3 +91,22 @@ def test_model_and_config_are_exclusive(capsys):
     assert _run(["--model", "gpt2", "--config", "x.json"], capsys)[0] == 2
     assert _run(["--model", "gpt-5"], capsys)[0] == 2
     assert _run(["--model", "deepseek-v3"], capsys)[0] == 2  # no MoE presets
+
+
+def test_attention_and_gradient_layout_options(capsys):
+    # Llama 3 8B, s = 8192: 354 GiB of layer activations with the paper's softmax,
+    # 32 GiB + 32 MiB with a fused kernel (s b h L = 2^30, see test_activations);
+    # gradients 2 Psi (bf16) or 4 Psi (fp32) bytes, Psi = 8,030,261,248.
+    argv = ["--model", "llama-3-8b", "--seq", "8192", "--json"]
+    rows = {}
+    for extra in ([], ["--attention", "flash", "--grad-dtype", "fp32"]):
+        rc, out, _ = _run(argv + extra, capsys)
+        assert rc == 0
+        rows[bool(extra)] = {r[0]: r for r in json.loads(out)["rows"]}
+    assert rows[False]["activations (layers)"][2] == 354.0
+    assert rows[True]["activations (layers)"][2] == round(32 + 1 / 32, 2)
+    assert rows[False]["gradients (bf16)"][1] == 2 * 8_030_261_248
+    assert rows[True]["gradients (fp32)"][1] == 4 * 8_030_261_248
+    logits = 4 * 8192 * 4096 + 4 * 8192 * 128256  # 4 sbh (1 + V/h)
+    assert rows[True]["logits + cross-entropy (fp32)"][1] == logits
+    assert _run(argv + ["--grad-dtype", "fp8"], capsys)[0] == 2

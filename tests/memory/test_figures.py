@@ -3,7 +3,7 @@
 import pytest
 from aiinfra.memory.calculator import GiB
 from aiinfra.memory.figures import memory_vs_seq_figure, segments_figure
-from aiinfra.memory.tables import presets_table, recompute_table
+from aiinfra.memory.tables import presets_table, recompute_table, step_rows_table
 from aiinfra.models.presets import DENSE_PRESETS
 
 
@@ -26,11 +26,26 @@ def test_recompute_table_is_korthikanti_table_2_for_gpt3():
 
 def test_memory_vs_seq_figure_plots_16_psi_and_2sbh_per_layer():
     ax = memory_vs_seq_figure("llama-3-8b").axes[0]
-    states, _, _, full = ax.get_lines()
+    states, none, _, full, flash, logits = ax.get_lines()
     assert set(states.get_ydata()) == {16 * 8_030_261_248 / GiB}
     seqs = full.get_xdata()
     expected = [32 * 2 * s * 4096 / GiB for s in seqs]  # L = 32 layers, h = 4096
     assert list(full.get_ydata()) == pytest.approx(expected)
+    # s b h L / GiB = s / 8192 for Llama 3 8B (2^12 2^5 s / 2^30): 354 GiB of the
+    # paper's activations at s = 8192, 32 GiB + 32 MiB with a fused kernel.
+    at_8k = list(seqs).index(8192)
+    assert none.get_ydata()[at_8k] == 354
+    assert flash.get_ydata()[at_8k] == 32 + 1 / 32
+    # fp32 logits: 4 s (h + V) bytes, V = 128,256: linear in s, 3.9 GiB at 8192.
+    assert list(logits.get_ydata()) == [4 * s * (4096 + 128256) / GiB for s in seqs]
+
+
+def test_step_rows_table_puts_16_18_20_psi_and_both_attention_rows():
+    table = step_rows_table()
+    gib = [row[2] for row in table.rows]
+    psi = 8_030_261_248
+    assert gib[:3] == [round(k * psi / GiB, 1) for k in (16, 18, 20)]
+    assert gib[3:] == [354.0, 32.0, round((4 * 8192 * (4096 + 128256)) / GiB, 1)]
 
 
 def test_segments_figure_measures_every_k():
@@ -38,3 +53,20 @@ def test_segments_figure_measures_every_k():
     model, measured = ax.get_lines()[:2]
     assert list(measured.get_xdata()) == [1, 2, 3, 4]
     assert list(measured.get_ydata()) == list(model.get_ydata())  # exact model
+
+
+def test_zero_memory_vs_ranks_figure_crosses_80_gb_where_the_paper_says():
+    # Llama 3 8B, 16 Psi = 128.5 GB: DDP never fits 80 GB; ZeRO-1 (4 Psi + 12 Psi /
+    # N) fits from N = 2 (32.1 + 48.2 GB), ZeRO-3 (16 Psi / N) from N = 2 (64.2 GB).
+    from aiinfra.memory.figures import zero_memory_vs_ranks_figure
+
+    ax = zero_memory_vs_ranks_figure().axes[0]
+    ddp, z1, z2, z3, gpu = ax.get_lines()
+    psi = 8_030_261_248
+    assert set(ddp.get_ydata()) == {16 * psi / 1e9}
+    ranks = list(z3.get_xdata())
+    assert list(z3.get_ydata()) == pytest.approx([16 * psi / n / 1e9 for n in ranks])
+    assert list(z1.get_ydata()) == pytest.approx(
+        [(4 + 12 / n) * psi / 1e9 for n in ranks]
+    )
+    assert set(gpu.get_ydata()) == {80}

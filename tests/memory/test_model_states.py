@@ -2,7 +2,12 @@
 
 import pytest
 from aiinfra.memory.experiments import measure_model_states
-from aiinfra.memory.model_states import model_states_bytes, zero_model_states_bytes
+from aiinfra.memory.model_states import (
+    GRADIENT_LAYOUTS,
+    gradient_layout,
+    model_states_bytes,
+    zero_model_states_bytes,
+)
 from aiinfra.memory.tiny_gpt import tiny_gpt_config
 from aiinfra.models.params import count_parameters
 
@@ -72,3 +77,38 @@ def test_bf16_with_master_weights_weighs_2_plus_2_plus_12_bytes_per_parameter():
 def test_bad_zero_arguments_are_rejected(kwargs, match):
     with pytest.raises(ValueError, match=match):
         zero_model_states_bytes(**kwargs)
+
+
+# Megatron Core developer guide, "Distributed Optimizer": theoretical bytes per
+# parameter, non-distributed and distributed (d data-parallel ranks):
+# float16 param + float16 grads 20 and 4 + 16/d; float16 param + fp32 grads 18 and
+# 6 + 12/d. Megatron's distributed optimizer shards what ZeRO-1 shards.
+MEGATRON = {"bf16+fp32": (20, 4, 16), "fp32": (18, 6, 12)}
+
+
+@pytest.mark.parametrize("layout", list(MEGATRON))
+@pytest.mark.parametrize("d", [1, 8, 64])
+def test_gradient_layouts_give_megatrons_bytes_per_parameter(layout, d):
+    whole, replicated, sharded = MEGATRON[layout]
+    k, grad_bytes = gradient_layout(layout)[::-1]
+    assert zero_model_states_bytes(1, 0, d, k, grad_bytes).total == whole
+    stage1 = zero_model_states_bytes(1, 1, d, k, grad_bytes).total
+    assert stage1 == pytest.approx(replicated + sharded / d)
+
+
+@pytest.mark.parametrize("n", [1, 8, 64])
+def test_bf16_plus_fp32_layout_gives_deepspeeds_stage_2_estimate(n):
+    # DeepSpeed 0.19's estimate_zero2_model_states_mem_needs: 2 Psi + 18 Psi / N
+    # per GPU (FACTS: "their ZeRO-2 GPU formula is 2P + 18P/G").
+    grad_bytes, k = GRADIENT_LAYOUTS["bf16+fp32"]
+    total = zero_model_states_bytes(1, 2, n, k, grad_bytes).total
+    assert total == pytest.approx(2 + 18 / n)
+
+
+def test_the_paper_layout_is_16_bytes_and_unknown_layouts_are_rejected():
+    grad_bytes, k = gradient_layout("bf16")
+    assert zero_model_states_bytes(1, 0, 1, k, grad_bytes).total == 16
+    with pytest.raises(ValueError, match="grad_dtype must be one of"):
+        gradient_layout("fp8")
+    with pytest.raises(ValueError, match="grad_bytes"):
+        zero_model_states_bytes(1, 0, 1, grad_bytes=-2)

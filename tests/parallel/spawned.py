@@ -19,6 +19,7 @@ import torch.distributed as dist
 from aiinfra.distributed import rank_device, run_distributed
 from aiinfra.parallel.ddp_bucketed import BucketedDDP
 from aiinfra.parallel.ddp_naive import NaiveDDP
+from aiinfra.parallel.token_loss import global_token_count, token_mean_loss
 from aiinfra.parallel.toy import mlp, rank_share, regression_batches
 from aiinfra.parallel.zero_compare import ADAMW, STAGES
 from aiinfra.parallel.zero_compare import WIDTHS as ZERO_WIDTHS
@@ -58,6 +59,91 @@ def _ddp_devices(wrapped: nn.Module) -> set[str]:
     tensors += [p.grad for p in wrapped.parameters() if p.grad is not None]
     tensors += [b.buffer for b in getattr(wrapped, "buckets", [])]
     return {str(t.device) for t in tensors}
+
+
+def _token_mask(n_rows: int) -> torch.Tensor:
+    """Which rows are real tokens: pairs (2j, 2j + 1) hold 2 if j % 3 == 0, else 1.
+
+    Every micro-batch of 2 or more rows keeps a token, and the counts differ
+    between ranks and micro-batches (N = 4, k = 3: 2 rows each, 1 or 2 tokens).
+    """
+    i = torch.arange(n_rows)
+    return (i % 2 == 0) | ((i // 2) % 3 == 0)  # (n_rows,) bool
+
+
+def _token_losses(out, y):
+    return ((out - y) ** 2).mean(dim=1)  # (rows,): one loss per token
+
+
+def train_tokens(kind, group, device, micro, how="global"):
+    """SGD on a per-token mean loss over unequal token counts; returns parameters.
+
+    ``how`` ``"global"`` normalises by the global count (one scalar all-reduce),
+    ``"means"`` averages per-micro-batch means (the bug); ``kind`` ``"single"`` is
+    one process on the whole batch with the true per-token mean.
+    """
+    single = kind == "single"
+    rank = 0 if single else dist.get_rank(group)
+    n_ranks = 1 if single else dist.get_world_size(group)
+    model = mlp(WIDTHS, seed=rank, device=device)
+    if kind.startswith("bucketed"):
+        wrapped = BucketedDDP(model, group, bucket_bytes=int(kind.split("-")[1]))
+    elif kind == "torch":
+        wrapped = nn.parallel.DistributedDataParallel(
+            model, bucket_cap_mb=0.001, process_group=group
+        )
+    else:
+        wrapped = model
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    for x, y in _batches(device):
+        mask = _token_mask(len(x)).to(device)
+        x, y = rank_share(x, rank, n_ranks), rank_share(y, rank, n_ranks)
+        mask = rank_share(mask, rank, n_ranks)
+        local = int(mask.sum())
+        total = local if single else global_token_count(local, group, device)
+        opt.zero_grad()
+        chunks = zip(x.chunk(micro), y.chunk(micro), mask.chunk(micro), strict=True)
+        for i, (xm, ym, mm) in enumerate(chunks):
+            last = i == micro - 1
+            with contextlib.nullcontext() if last else wrapped.no_sync():
+                loss_sum = (_token_losses(wrapped(xm), ym) * mm).sum()
+                if how == "global":
+                    loss = token_mean_loss(loss_sum, total, n_ranks)
+                else:
+                    loss = loss_sum / mm.sum() / micro
+                loss.backward()
+        opt.step()
+    return _flat(model.parameters())
+
+
+def token_checks(group, device) -> dict:
+    """Per-token mean with unequal counts: ours and DDP against one process."""
+    reference = train_tokens("single", group, device, micro=1)
+    out = {}
+    for kind in ("bucketed-600", "torch"):
+        for micro in (1, 3):
+            ours = train_tokens(kind, group, device, micro)
+            out[f"{kind}/k={micro}"] = _max_diff(ours, reference)
+    means = train_tokens("bucketed-600", group, device, micro=3, how="means")
+    out["mean of means"] = _max_diff(means, reference)
+    return out
+
+
+def torch_ddp_buckets(group, device) -> dict:
+    """DistributedDataParallel's buckets at construction and after two iterations."""
+    model = nn.Sequential(*[nn.Linear(512, 512) for _ in range(6)]).to(device)
+    names = {id(p): n for n, p in model.named_parameters()}
+    ddp = nn.parallel.DistributedDataParallel(model, process_group=group)
+
+    def buckets():
+        return ddp.reducer._get_zeros_like_grad_buckets()
+
+    out = {"constructed": [len(b.parameters()) for b in buckets()]}
+    for _ in range(2):  # the rebuild happens at the start of the second iteration
+        ddp(torch.ones(2, 512, device=device)).sum().backward()
+    out["rebuilt"] = [len(b.parameters()) for b in buckets()]
+    out["first"] = sorted(names[id(p)] for p in buckets()[0].parameters())
+    return out
 
 
 def train_ddp(kind, opt_name, group, device, micro=1):
@@ -119,6 +205,8 @@ def ddp_checks(group: dist.ProcessGroup | None) -> dict:
             key = f"{kind}+no_sync/{opt_name}"
             out["to_one_process"][key] = _max_diff(acc, reference)
             out["to_torch"][key] = _max_diff(acc, theirs)
+    out["tokens"] = token_checks(group, device)
+    out["rebuild"] = torch_ddp_buckets(group, device)
     out["sent"] = {}
     rank = dist.get_rank(group)
     x, y = _batches(device)[0]
@@ -129,6 +217,13 @@ def ddp_checks(group: dist.ProcessGroup | None) -> dict:
         if cls is NaiveDDP:
             ddp.sync_gradients()
         out["sent"][cls.__name__] = ddp.comm.paper_elements()
+    # Gradient accumulation: 3 micro-batches, only the last one outside no_sync.
+    ddp = BucketedDDP(mlp(WIDTHS, device=device), group)
+    xs, ys = rank_share(x, rank, n_ranks), rank_share(y, rank, n_ranks)
+    for i, (xm, ym) in enumerate(zip(xs.chunk(3), ys.chunk(3), strict=True)):
+        with contextlib.nullcontext() if i == 2 else ddp.no_sync():
+            nn.functional.mse_loss(ddp(xm), ym).backward()
+    out["sent"]["BucketedDDP, k=3"] = ddp.comm.paper_elements()
     return out
 
 
@@ -147,6 +242,7 @@ def _train_zero(stage, group, device, micro=1):
     devices = {str(t.device) for u in zero.units for t in (u.data, u.grad)}
     states = [t for s in zero.optimizer.state.values() for t in s.values()]
     devices |= {str(t.device) for t in [zero.master, *states] if t.dim() > 0}
+    zero.sent = zero.comm.paper_elements()  # the steps' traffic, before the gather
     return _flat(zero.full_parameters()), zero, devices
 
 
@@ -162,14 +258,18 @@ def zero_checks(group: dist.ProcessGroup | None) -> dict:
         optimizer.zero_grad()
     expected = _flat(reference.parameters())
     out = {"to_one_process": {}, "devices": {}, "units": None}
+    out["traffic"] = {}  # elements per rank per step / Psi_pad, k micro-batches
     for stage in STAGES:
         ours, zero, devices = _train_zero(stage, group, device)
         out["to_one_process"][str(stage)] = _max_diff(ours, expected)
         out["devices"][str(stage)] = sorted(devices)
         out["units"] = [(u.numel, u.padded_numel, u.shard_numel) for u in zero.units]
-        if stage > 1:  # gradient accumulation: 3 micro-batches before each step
-            ours, _, _ = _train_zero(stage, group, device, micro=3)
-            out["to_one_process"][f"{stage}+accumulation"] = _max_diff(ours, expected)
+        padded = sum(u.padded_numel for u in zero.units)
+        out["traffic"][f"{stage}/k=1"] = zero.sent / STEPS / padded
+        # Gradient accumulation: 3 micro-batches before each step.
+        ours, zero, _ = _train_zero(stage, group, device, micro=3)
+        out["to_one_process"][f"{stage}+accumulation"] = _max_diff(ours, expected)
+        out["traffic"][f"{stage}/k=3"] = zero.sent / STEPS / padded
     out["memory"] = measure_stages(MEMORY_WIDTHS, group)
     return out
 

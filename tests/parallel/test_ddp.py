@@ -15,6 +15,11 @@ import torch
 import torch.distributed as dist
 from aiinfra.parallel.ddp_bucketed import BucketedDDP, assign_buckets
 from aiinfra.parallel.ddp_naive import NaiveDDP, parameter_device
+from aiinfra.parallel.token_loss import (
+    global_token_count,
+    token_mean_loss,
+    token_weights,
+)
 from aiinfra.parallel.toy import mlp
 from torch import nn
 
@@ -69,7 +74,28 @@ def test_ddp_sends_2_psi_per_step_like_an_all_reduce(results, group):
     # ZeRO paper (Rajbhandari et al. 2020), Sec. 7.1: an all-reduce of Psi gradients
     # moves 2 Psi elements per rank.
     for r in results:
-        assert r[group]["ddp"]["sent"] == {"NaiveDDP": 2 * PSI, "BucketedDDP": 2 * PSI}
+        # Under no_sync only the last of k = 3 micro-batches sends: still 2 Psi.
+        assert r[group]["ddp"]["sent"] == {
+            "NaiveDDP": 2 * PSI,
+            "BucketedDDP": 2 * PSI,
+            "BucketedDDP, k=3": 2 * PSI,
+        }
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("group", GROUPS)
+def test_global_token_count_gives_the_per_token_mean_of_one_process(results, group):
+    # Unequal token counts per rank and micro-batch (spawned._token_mask): ours and
+    # DistributedDataParallel, with 1 or 3 micro-batches, normalised by the global
+    # count, equal one process's mean over every token; averaging per-micro-batch
+    # means, the k-and-N_d division, does not.
+    for r in results:
+        diffs = r[group]["ddp"]["tokens"]
+        assert len(diffs) == 5
+        for key, diff in diffs.items():
+            if key != "mean of means":
+                assert diff < ATOL, key
+        assert diffs["mean of means"] > 1e-3
 
 
 @pytest.mark.slow
@@ -138,3 +164,52 @@ def test_cpu_parameters_under_nccl_are_rejected_before_any_collective(
     monkeypatch.setattr(dist, "get_backend_config", lambda group=None: "cuda:nccl")
     with pytest.raises(ValueError, match=r"on cpu, but group's backend \(cuda:nccl\)"):
         cls(mlp(WIDTHS))
+
+
+def test_global_token_count_is_one_scalar_all_reduce_and_checks_input(one_rank_gloo):
+    assert global_token_count(7) == 7
+    for bad, match in ((-1, ">= 0"), (2.5, "must be an int"), (True, "must be an int")):
+        with pytest.raises(ValueError, match=match):
+            global_token_count(bad)
+    with pytest.raises(ValueError, match="no tokens on any rank"):
+        global_token_count(0)
+
+
+def test_token_mean_loss_and_token_weights_against_hand_computation():
+    # Two ranks, micro-batches of (100, 300) and (2000, 100) tokens: T = 2500, and
+    # averaging means gives a token of micro-batch n the weight T / (N_d k n) =
+    # 2500 / (4 n): 6.25, 2.083.., 0.3125, 6.25 times its share 1 / T.
+    assert token_weights([[100, 300], [2000, 100]]) == [
+        [2500 / 400, 2500 / 1200],
+        [2500 / 8000, 2500 / 400],
+    ]
+    assert token_weights([[5, 5], [5, 5]]) == [[1.0, 1.0], [1.0, 1.0]]
+    loss = token_mean_loss(torch.tensor(30.0), global_tokens=12, n_ranks=4)
+    assert loss.item() == 10.0  # 30 * 4 / 12
+    with pytest.raises(ValueError, match="global_tokens must be a positive integer"):
+        token_mean_loss(torch.tensor(1.0), 0, 2)
+    with pytest.raises(ValueError, match="n_ranks must be a positive integer"):
+        token_mean_loss(torch.tensor(1.0), 3, 0)
+    for bad in ([], [[1, 2], [3]], [[0, 1]]):
+        with pytest.raises(ValueError, match="counts must be"):
+            token_weights(bad)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("group", GROUPS)
+def test_torch_ddp_rebuilds_buckets_in_arrival_order_with_a_1_mib_first_bucket(
+    results, group
+):
+    # torch/nn/parallel/distributed.py (2.13): without find_unused_parameters the
+    # first iteration runs with one bucket; the reducer then rebuilds the buckets in
+    # the order gradients arrived, capped at _DEFAULT_FIRST_BUCKET_BYTES (1 MiB) for
+    # the first bucket and bucket_cap_mb (25 MiB) for the others. A bucket closes
+    # once it reaches its cap: six Linear(512, 512) layers (1 MiB + 2 KiB of fp32
+    # each) give a first bucket of the last layer's bias and weight, the first
+    # gradients to arrive, and a second of the other five layers.
+    assert dist._DEFAULT_FIRST_BUCKET_BYTES == 2**20
+    for r in results:
+        rebuild = r[group]["ddp"]["rebuild"]
+        assert rebuild["constructed"] == [12]
+        assert rebuild["rebuilt"] == [2, 10]
+        assert rebuild["first"] == ["5.bias", "5.weight"]

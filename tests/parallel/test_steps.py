@@ -202,3 +202,19 @@ def test_question_answers_equal_independent_computations():
         assert training.llama_zero_gib(stage, 8) == pytest.approx(b * LLAMA_3_8B / GIB)
     assert training.loss_scale() == torch.amp.GradScaler("cpu").get_scale() == 2**16
     assert training.largest_scaled_fp16_gradient() == (2 - 2**-10) * 2**15 / 2**16
+
+
+def test_second_edition_values_equal_hand_computations():
+    # Llama 3 8B at 8192 tokens: s b h L = 2^30, so 354 GiB (34 + 320) and
+    # 32 GiB + 32 MiB (32 sbh + 4 asb); DDP's torch 2.13 defaults 25 MiB and 1 MiB;
+    # T* = 7/8 x 989e12 / 450e9 on NVLink; a token of 100 among T = 2500 tokens on
+    # 2 ranks x 2 micro-batches weighs 2500 / (2 x 2 x 100) times 1/T.
+    assert training.llama_activations_gib_8k() == 354
+    assert training.llama_flash_ratio() == pytest.approx(354 / (32 + 1 / 32))
+    assert training.ddp_bucket_cap_mib() == 25
+    assert training.ddp_first_bucket_mib() == 1
+    assert training.overlap_tokens("nvlink") == pytest.approx(7 / 8 * 989e12 / 450e9)
+    assert training.token_weight(0, 0) == 2500 / 400
+    assert training.llama_model_states_gib("fp32") == pytest.approx(
+        18 * LLAMA_3_8B / GIB
+    )

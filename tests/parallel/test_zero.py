@@ -20,7 +20,7 @@ from aiinfra.parallel.zero1 import Zero1, module_units
 from aiinfra.parallel.zero2 import Zero2
 from aiinfra.parallel.zero3 import Zero3
 from aiinfra.parallel.zero_compare import ADAMW, WIDTHS, train_one_process
-from aiinfra.parallel.zero_memory import memory_table
+from aiinfra.parallel.zero_memory import memory_table, traffic_table, zero_traffic
 from torch import nn
 
 from tests.parallel.spawned import gloo_results
@@ -43,7 +43,7 @@ def results():
 def test_zero_stages_equal_single_process_adamw(results, group):
     for r in results:
         diffs = r[group]["zero"]["to_one_process"]
-        assert set(diffs) == {"1", "2", "3", "2+accumulation", "3+accumulation"}
+        assert set(diffs) == {"1", "2", "3"} | {f"{s}+accumulation" for s in "123"}
         for key, diff in diffs.items():
             assert diff < ATOL, key
 
@@ -101,6 +101,61 @@ def test_zero_communication_is_2_psi_for_stages_1_2_and_3_psi_for_stage_3(
         # A ring sends (N-1)/N of each buffer (Thakur et al. 2005): the paper's
         # count is its large-N limit.
         assert m["ring_elements"] * n == times * m["psi_padded"] * (n - 1)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("group", GROUPS)
+def test_zero_traffic_with_k_micro_batches_is_counted_by_the_collectives(
+    results, group
+):
+    # Measured: the elements every collective of five steps sent, per step, over
+    # Psi_pad, with k = 1 and k = 3 micro-batches per step. Stage 1 reduces once
+    # per step (2), stage 2 reduce-scatters every micro-batch and all-gathers once
+    # (k + 1), stage 3 gathers twice and reduce-scatters per micro-batch (3 k).
+    expected = {(1, 1): 2, (1, 3): 2, (2, 1): 2, (2, 3): 4, (3, 1): 3, (3, 3): 9}
+    for r in results:
+        traffic = r[group]["zero"]["traffic"]
+        measured = {
+            (int(key[0]), int(key[-1])): value for key, value in traffic.items()
+        }
+        assert measured == expected
+        assert all(zero_traffic(s, k) == v for (s, k), v in expected.items())
+
+
+def test_traffic_table_has_k_columns_and_rejects_bad_input():
+    table = traffic_table((1, 4, 16))
+    assert table.rows == [
+        ["DDP (no_sync)", 2, 2, 2],
+        ["ZeRO-1", 2, 2, 2],
+        ["ZeRO-2", 2, 5, 17],
+        ["ZeRO-3", 3, 12, 48],
+    ]
+    for bad, match in (
+        ((4, 1), "stage"),
+        ((2, 0), "micro_batches"),
+        ((2, 1.5), "micro"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            zero_traffic(*bad)
+
+
+def test_fsdp2_shards_each_parameter_as_a_dtensor_on_dim_0():
+    # FSDP2 (torch.distributed.fsdp.fully_shard) keeps each parameter as a DTensor
+    # placed Shard(0) on the mesh: no flat buffer between steps, unlike our units.
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.tensor import DTensor, Shard
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        model = mlp(WIDTHS)
+        fully_shard(model, mesh=init_device_mesh("cpu", (1,)))
+        for p in model.parameters():
+            assert isinstance(p, DTensor) and p.placements == (Shard(0),)
+            assert p.to_local().shape == p.shape  # one rank holds all rows
+    finally:
+        dist.destroy_process_group()
 
 
 @pytest.mark.slow

@@ -11,7 +11,7 @@ from aiinfra.precision.formats import (
     ieee_format,
     to_tf32,
 )
-from aiinfra.precision.numerics import cast, numerics_table
+from aiinfra.precision.numerics import cast, numerics_table, one_plus, rounding_table
 from matplotlib.figure import Figure
 
 # IEEE 754-2019 (binary32, binary16), bfloat16 (Kalamkar et al. 2019), TF32 (NVIDIA
@@ -94,3 +94,47 @@ def test_bad_format_input_is_rejected():
         to_tf32(torch.ones(2, dtype=torch.float16))
     with pytest.raises(ValueError, match="exponent_bits"):
         ieee_format("x", 1, 3)
+
+
+# IEEE 754-2019, Sec. 4.3.1: round to nearest, ties to even. eps = 2^-M (M = 23,
+# 7, 10); 1 + eps/2 lies halfway between 1 (mantissa ...0) and 1 + eps (...1).
+EPS = {"fp32": 2.0**-23, "bf16": 2.0**-7, "fp16": 2.0**-10}
+DTYPE = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+@pytest.mark.parametrize("name", list(EPS))
+def test_one_plus_half_eps_rounds_to_one_and_just_above_rounds_up(name):
+    eps, dtype = EPS[name], DTYPE[name]
+    one = torch.ones((), dtype=dtype)
+    # torch directly, both operands in the format: the tie goes to the even 1 ...
+    assert (one + torch.tensor(eps / 2, dtype=dtype)).item() == 1.0
+    # ... one ulp of x above the tie rounds up, and a quarter of eps goes to 1.
+    above = torch.tensor(eps / 2 * (1 + eps), dtype=dtype)
+    assert above.item() == eps / 2 * (1 + eps)  # exact in the format
+    assert (one + above).item() == 1 + eps
+    assert (one + torch.tensor(eps / 4, dtype=dtype)).item() == 1.0
+    # 1 + eps/2 + 2 eps: the tie between 1 + 2 eps (even) and 1 + 3 eps goes down,
+    # so ties do not always round towards 1: they round to the even mantissa.
+    base = torch.tensor(1 + 2 * eps, dtype=dtype)
+    assert (base + torch.tensor(eps / 2, dtype=dtype)).item() == 1 + 2 * eps
+    base = torch.tensor(1 + eps, dtype=dtype)  # odd: the tie goes up to 1 + 2 eps
+    assert (base + torch.tensor(eps / 2, dtype=dtype)).item() == 1 + 2 * eps
+    assert one_plus(eps / 2, name) == 1.0 and one_plus(eps / 2 * (1 + eps), name) == (
+        1 + eps
+    )
+
+
+def test_rounding_table_shows_the_tie_and_just_above():
+    rows = {r[0]: r[1:] for r in rounding_table().rows}
+    assert rows == {
+        "fp32": ["2^-23", "1", "1 + eps"],
+        "bf16": ["2^-7", "1", "1 + eps"],
+        "fp16": ["2^-10", "1", "1 + eps"],
+    }
+
+
+def test_one_plus_rejects_bad_formats_and_inexact_increments():
+    with pytest.raises(ValueError, match="name must be"):
+        one_plus(0.5, "fp8 e4m3")
+    with pytest.raises(ValueError, match="is not exact in bf16"):
+        one_plus(2.0**-8 * (1 + 2**-10), "bf16")

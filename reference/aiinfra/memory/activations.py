@@ -11,11 +11,23 @@ drops (the 5as/h term), and what full recomputation keeps (the layer input, 2sbh
 :func:`saved_activation_terms` lists the paper's terms one by one for any element
 size, so the 32-bit measurement of :mod:`aiinfra.memory.measure` can be compared
 term by term.
+
+That count is the 2022 GPT baseline: an explicit softmax whose (b, a, s, s) output,
+dropout mask and dropout output are saved. A fused attention kernel
+(FlashAttention, ``scaled_dot_product_attention``; Dao et al. 2022) saves only its
+output and one fp32 log-sum-exp per row and head, and today's LLMs train without
+dropout, so ``attention="flash"`` counts 32 sbh + 4 asb bytes: no term in
+s^2, about ten times less at s = 8192 for a 4096-wide model. The output layer adds
+what Korthikanti et al. put at 4 sbh (1 + V/h) (Sec. 4.1): the final norm's and the
+head's 16-bit inputs and the fp32 logits the cross-entropy keeps
+(:func:`output_layer_bytes`), V times the hidden width per token.
 """
 
 from __future__ import annotations
 
 RECOMPUTE = ("none", "selective", "full")
+ATTENTION = ("materialised", "flash")  # explicit softmax + dropout; fused, no dropout
+LSE_BYTES = 4  # the fp32 log-sum-exp a fused kernel keeps per row and head
 # The terms of size as^2b: what selective recomputation drops (paper Sec. 5).
 CORE_TERMS = (
     "attention: softmax output",
@@ -80,6 +92,7 @@ def activation_bytes_per_layer(
     tp: int = 1,
     sp: bool = False,
     recompute: str = "none",
+    attention: str = "materialised",
 ) -> float:
     """Bytes of activations one transformer layer keeps per rank (paper Table 2).
 
@@ -94,6 +107,11 @@ def activation_bytes_per_layer(
     full recompute                     2 sbh
     ================================== ===========================
 
+    With ``attention="flash"`` the two dropout masks (2 sbh, replicated under
+    tensor parallelism) and the 5as/h core go, and the kernel's log-sum-exp
+    (4 asb, split over t) comes: sbh (8 + 24/t) + 4asb/t, or (32 sbh + 4asb)/t with
+    sequence parallelism. Selective recomputation then has no core left to drop.
+
     Args:
         s: sequence length (tokens).
         b: micro-batch size (sequences).
@@ -102,13 +120,15 @@ def activation_bytes_per_layer(
         tp: t, tensor-parallel ranks (1: no tensor parallelism).
         sp: whether sequence parallelism shards the non-tensor-parallel parts.
         recompute: ``"none"``, ``"selective"`` (the attention core) or ``"full"``.
+        attention: ``"materialised"`` (the paper's softmax and dropouts) or
+            ``"flash"`` (a fused kernel, no dropout).
 
     Returns:
         Bytes per layer on one rank, 16-bit activations.
 
     Raises:
         ValueError: a size is not positive, ``tp`` does not divide ``a`` (or ``s``
-            with sequence parallelism), or ``recompute`` is unknown.
+            with sequence parallelism), or ``recompute`` or ``attention`` is unknown.
     """
     _check(s, b, h, a)
     if not isinstance(tp, int) or tp < 1 or a % tp:
@@ -117,6 +137,10 @@ def activation_bytes_per_layer(
         raise ValueError(f"sequence parallelism needs tp = {tp} to divide s = {s}")
     if recompute not in RECOMPUTE:
         raise ValueError(f"recompute must be one of {RECOMPUTE}, got {recompute!r}")
+    if attention not in ATTENTION:
+        raise ValueError(f"attention must be one of {ATTENTION}, got {attention!r}")
+    if attention == "flash":
+        return _flash_layer_bytes(s, b, h, a, tp, sp, recompute)
     # region table-2
     sbh, t = s * b * h, tp
     core = 0 if recompute == "selective" else 5 * a * s / (h * t)  # softmax, dropout
@@ -128,3 +152,46 @@ def activation_bytes_per_layer(
         per_layer = sbh * (10 + 24 / t + core)  # 10: norms, masks, QKV/fc1 inputs
     # endregion
     return per_layer
+
+
+def _flash_layer_bytes(
+    s: int, b: int, h: int, a: int, t: int, sp: bool, recompute: str
+) -> float:
+    """Table 2 with a fused attention kernel and no dropout (see the caller)."""
+    # region flash
+    sbh = s * b * h
+    lse = LSE_BYTES * a * s * b / t  # fp32 log-sum-exp per row and head, split by t
+    if recompute == "full":
+        per_layer = 2 * sbh  # only the layer input is kept
+    elif sp:
+        per_layer = 32 * sbh / t + lse  # everything split t ways
+    else:
+        per_layer = sbh * (8 + 24 / t) + lse  # 8: norm and QKV/fc1 inputs, no masks
+    # endregion
+    return per_layer
+
+
+def output_layer_bytes(s: int, b: int, h: int, v: int, tp: int = 1) -> float:
+    """Bytes the output layer and the loss keep for backward (paper Sec. 4.1).
+
+    The final norm's input and the head's input (16-bit, 2 sbh each) and the logits
+    that the cross-entropy keeps in fp32 (4 sbV): 4 sbh (1 + V/h), the paper's
+    count; a vocabulary-parallel head splits the logits over t ranks.
+
+    Args:
+        s: sequence length (tokens).
+        b: micro-batch size (sequences).
+        h: hidden size.
+        v: vocabulary size V.
+        tp: t, tensor-parallel ranks sharing the vocabulary.
+
+    Returns:
+        Bytes on one rank.
+
+    Raises:
+        ValueError: a size is not a positive integer.
+    """
+    for name, value in [("s", s), ("b", b), ("h", h), ("v", v), ("tp", tp)]:
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return 4 * s * b * h + 4 * s * b * v / tp

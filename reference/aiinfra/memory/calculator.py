@@ -10,17 +10,20 @@ micro-batch b (:mod:`aiinfra.memory.activations`). The model is a
 :mod:`aiinfra.models.presets` or any ``config.json``) read in the paper's notation:
 h = ``d_model``, L = ``n_layers``, a = ``n_heads``, and Psi from
 :func:`~aiinfra.models.params.count_parameters`. The activation formula is the
-paper's GPT layer (MHA, 4h GELU MLP, dropout); for other architectures it is the
-paper's estimate, not an exact count. Not counted: the embedding and output-layer
-activations, temporary buffers, fragmentation and the framework's own workspace.
+paper's GPT layer (MHA, 4h GELU MLP, dropout) or, with ``attention="flash"``, the
+same layer with a fused attention kernel and no dropout; for other architectures it
+is an estimate, not an exact count. The output layer and the loss (the fp32 logits,
+V per token) are counted apart; ``grad_dtype`` chooses 16, 18 or 20 bytes of model
+states per parameter. Not counted: the embedding activations, temporary buffers,
+fragmentation and the framework's own workspace.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aiinfra.memory.activations import activation_bytes_per_layer
-from aiinfra.memory.model_states import zero_model_states_bytes
+from aiinfra.memory.activations import activation_bytes_per_layer, output_layer_bytes
+from aiinfra.memory.model_states import gradient_layout, zero_model_states_bytes
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.params import count_parameters
 from aiinfra.report import Table
@@ -37,6 +40,8 @@ class MemoryEstimate:
         n_params: Psi, parameters of the whole model.
         params, grads, optimizer: model states per rank.
         activations: bytes of activations per rank, all layers.
+        logits: bytes the output layer and the loss keep (fp32 logits).
+        grad_dtype: the gradient layout of the model states.
     """
 
     n_params: int
@@ -44,11 +49,14 @@ class MemoryEstimate:
     grads: float
     optimizer: float
     activations: float
+    logits: float = 0.0
+    grad_dtype: str = "bf16"
 
     @property
     def total(self) -> float:
         """Model states plus activations, bytes per rank."""
-        return self.params + self.grads + self.optimizer + self.activations
+        states = self.params + self.grads + self.optimizer
+        return states + self.activations + self.logits
 
 
 def estimate_memory(
@@ -60,6 +68,8 @@ def estimate_memory(
     recompute: str = "none",
     zero: int = 0,
     dp: int = 1,
+    attention: str = "materialised",
+    grad_dtype: str = "bf16",
 ) -> MemoryEstimate:
     """Estimate the training memory of one rank.
 
@@ -72,6 +82,10 @@ def estimate_memory(
         recompute: ``"none"``, ``"selective"`` or ``"full"``.
         zero: ZeRO stage 0-3 over the ``dp`` data-parallel ranks.
         dp: N_d, data-parallel ranks.
+        attention: ``"materialised"`` (the paper's softmax and dropout) or
+            ``"flash"`` (a fused kernel, no dropout).
+        grad_dtype: a :data:`~aiinfra.memory.model_states.GRADIENT_LAYOUTS` key:
+            ``"bf16"`` (16 bytes per parameter), ``"fp32"`` (18), ``"bf16+fp32"`` (20).
 
     Returns:
         Bytes per rank by part.
@@ -79,7 +93,8 @@ def estimate_memory(
     Raises:
         TypeError: ``cfg`` is not a :class:`TransformerConfig`.
         ValueError: a size is not positive, ``tp`` does not divide the heads (or the
-            sequence with ``sp``), or ``zero``/``recompute`` is unknown.
+            sequence with ``sp``), or ``zero``, ``recompute``, ``attention`` or
+            ``grad_dtype`` is unknown.
     """
     if not isinstance(cfg, TransformerConfig):
         raise TypeError(f"cfg must be a TransformerConfig, got {type(cfg).__name__}")
@@ -91,18 +106,22 @@ def estimate_memory(
             f"tp = {tp} must divide n_heads = {cfg.n_heads} and "
             f"n_kv_heads = {cfg.n_kv_heads} (heads are split across TP ranks)"
         )
+    grad_bytes, k = gradient_layout(grad_dtype)
     per_layer = activation_bytes_per_layer(
-        seq, micro_batch, cfg.d_model, cfg.n_heads, tp, sp, recompute
+        seq, micro_batch, cfg.d_model, cfg.n_heads, tp, sp, recompute, attention
     )
+    logits = output_layer_bytes(seq, micro_batch, cfg.d_model, cfg.vocab_size, tp)
     n_params = count_parameters(cfg).total
     # Tensor parallelism splits the weights t ways (norms, replicated, are ignored).
-    states = zero_model_states_bytes(n_params // tp, zero, dp)
+    states = zero_model_states_bytes(n_params // tp, zero, dp, k, grad_bytes)
     return MemoryEstimate(
         n_params=n_params,
         params=states.params,
         grads=states.grads,
         optimizer=states.optimizer,
         activations=cfg.n_layers * per_layer,
+        logits=logits,
+        grad_dtype=grad_dtype,
     )
 
 
@@ -116,11 +135,14 @@ def memory_table(est: MemoryEstimate, title: str = "") -> Table:
     Returns:
         One row per part and a total row.
     """
+    fp32_copy = " + fp32 gradient" if est.grad_dtype == "bf16+fp32" else ""
+    grads = "fp32" if est.grad_dtype == "fp32" else "bf16"
     parts = [
         ("parameters (bf16)", est.params),
-        ("gradients (bf16)", est.grads),
-        ("optimizer: fp32 master + Adam m, v", est.optimizer),
-        ("activations", est.activations),
+        (f"gradients ({grads})", est.grads),
+        (f"optimizer: fp32 master + Adam m, v{fp32_copy}", est.optimizer),
+        ("activations (layers)", est.activations),
+        ("logits + cross-entropy (fp32)", est.logits),
         ("total", est.total),
     ]
     rows = [[name, int(b), round(b / GiB, 2), round(b / GB, 2)] for name, b in parts]
@@ -140,7 +162,8 @@ def memory_report(
         cfg: the model.
         name: the model's label in the note (a preset name, a file name).
         **settings: keyword arguments of :func:`estimate_memory` (``seq``,
-            ``micro_batch``, ``tp``, ``sp``, ``recompute``, ``zero``, ``dp``).
+            ``micro_batch``, ``tp``, ``sp``, ``recompute``, ``zero``, ``dp``,
+            ``attention``, ``grad_dtype``).
 
     Returns:
         :func:`memory_table` of the estimate, its note naming model and settings.

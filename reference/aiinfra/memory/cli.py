@@ -5,7 +5,8 @@ states, activations) for a named real model or any Hugging Face ``config.json``,
 under tensor and sequence parallelism, activation recomputation and ZeRO. The table
 is the same :class:`aiinfra.report.Table` the book renders, as text or JSON::
 
-    aiinfra memory --model llama-3-8b --seq 8192 --tp 2 --sp --zero 1 --dp 8
+    aiinfra memory --model llama-3-8b --seq 8192 --tp 2 --sp --zero 1 --dp 8 \
+        --attention flash --grad-dtype fp32
 
 Both sources go through :meth:`TransformerConfig.from_hf_config`: ``--model`` names
 an entry of :data:`aiinfra.models.presets.PRESETS`, ``--config`` a file. A
@@ -21,8 +22,9 @@ import argparse
 import os
 
 from aiinfra.clikit import Command, int_at_least
-from aiinfra.memory.activations import RECOMPUTE
+from aiinfra.memory.activations import ATTENTION, RECOMPUTE
 from aiinfra.memory.calculator import memory_report
+from aiinfra.memory.model_states import GRADIENT_LAYOUTS
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.hf_config import read_json_object
 from aiinfra.models.presets import DENSE_PRESETS, is_moe, preset
@@ -59,6 +61,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--recompute", choices=RECOMPUTE, default="none", help="activation recompute"
+    )
+    parser.add_argument(
+        "--attention",
+        choices=ATTENTION,
+        default="materialised",
+        help="materialised softmax + dropout (Korthikanti et al.) or a fused kernel",
+    )
+    parser.add_argument(
+        "--grad-dtype",
+        choices=tuple(GRADIENT_LAYOUTS),
+        default="bf16",
+        help="gradient layout: 16, 18 or 20 bytes of model states per parameter",
     )
     parser.add_argument(
         "--zero", type=int, choices=(0, 1, 2, 3), default=0, help="ZeRO stage"
@@ -124,6 +138,8 @@ def run(args: argparse.Namespace) -> int:
         recompute=args.recompute,
         zero=args.zero,
         dp=args.dp,
+        attention=args.attention,
+        grad_dtype=args.grad_dtype,
     )
     print(table.to_json() if args.json else table.to_text())
     return 0

@@ -11,14 +11,18 @@ from __future__ import annotations
 
 import torch
 
-from aiinfra.memory.activations import activation_bytes_per_layer
+from aiinfra.memory.activations import activation_bytes_per_layer, output_layer_bytes
 from aiinfra.memory.calculator import GiB
 from aiinfra.memory.experiments import (
     measure_layers,
     measure_model_states,
     predicted_layer_bytes,
 )
-from aiinfra.memory.model_states import model_states_bytes
+from aiinfra.memory.model_states import (
+    GRADIENT_LAYOUTS,
+    model_states_bytes,
+    zero_model_states_bytes,
+)
 from aiinfra.memory.tiny_gpt import tiny_gpt_config
 from aiinfra.models.params import count_parameters
 from aiinfra.models.presets import DENSE_PRESETS, preset
@@ -98,6 +102,56 @@ def recompute_table(
         rows=rows,
         note="16-bit activations; GiB = 2^30 bytes.",
         stamp=f"{model}: s = {s}, b = {b}, h = {h}, a = {a}",
+    )
+
+
+def step_rows_table(model: str = "llama-3-8b", s: int = 8192, b: int = 1) -> Table:
+    """Model states under each gradient layout and activations under each attention.
+
+    Args:
+        model: a preset name.
+        s: sequence length.
+        b: micro-batch size.
+
+    Returns:
+        One row per accounting: its formula and GiB on one GPU (no parallelism).
+
+    Raises:
+        ValueError: ``model`` is not a preset, or a size does not fit the formula.
+    """
+    c = preset(model)
+    h, a, n_layers, v = c.d_model, c.n_heads, c.n_layers, c.vocab_size
+    psi = count_parameters(c).total
+    sources = {
+        "bf16": "16-bit gradients (ZeRO paper)",
+        "fp32": "fp32 gradients (Megatron, bf16)",
+        "bf16+fp32": "16-bit + fp32 gradients (DeepSpeed estimator)",
+    }
+    rows = []
+    for layout, (grad_bytes, k) in GRADIENT_LAYOUTS.items():
+        total = zero_model_states_bytes(psi, 0, 1, k, grad_bytes).total
+        rows.append(
+            [f"model states, {sources[layout]}", f"{2 + grad_bytes + k} Psi", total]
+        )
+    for attention, label, formula in (
+        ("materialised", "softmax + dropout kept (Korthikanti)", "L sbh (34 + 5as/h)"),
+        ("flash", "fused attention, no dropout", "L (32 sbh + 4asb)"),
+    ):
+        per_layer = activation_bytes_per_layer(s, b, h, a, attention=attention)
+        rows.append([f"activations, {label}", formula, n_layers * per_layer])
+    rows.append(
+        [
+            "logits + cross-entropy (fp32)",
+            "4 sbh (1 + V/h)",
+            output_layer_bytes(s, b, h, v),
+        ]
+    )
+    return Table(
+        columns=["part", "formula", "GiB"],
+        rows=[[part, formula, round(x / GiB, 1)] for part, formula, x in rows],
+        note="One GPU, no parallelism or recomputation; GiB = 2^30 bytes.",
+        stamp=f"{model}: Psi = {psi:,}, s = {s}, b = {b}, h = {h}, a = {a}, "
+        f"L = {n_layers}, V = {v:,}",
     )
 
 

@@ -29,6 +29,63 @@ MEMORY_WIDTHS = (64, 257, 129, 11)  # Psi = 51,417 in 3 units, none divisible by
 PAPER_TRAFFIC = {1: 2, 2: 2, 3: 3}  # elements per rank per step, in units of Psi
 
 
+def zero_traffic(stage: int, micro_batches: int = 1) -> int:
+    """Elements each rank sends per optimizer step, in units of Psi (paper's count).
+
+    With k micro-batches (gradient accumulation), DDP under ``no_sync`` and stage 1
+    reduce once, at the last micro-batch: 2 Psi. Stage 2 keeps only a gradient
+    shard, so it must reduce-scatter every micro-batch's gradients (k Psi) before
+    the step's all-gather (Psi). Stage 3 also gathers the parameters twice per
+    micro-batch: 3 k Psi.
+
+    Args:
+        stage: 0 (DDP) to 3.
+        micro_batches: k, backward passes per optimizer step.
+
+    Returns:
+        The multiple of Psi: 2, 2, k + 1 and 3 k for stages 0 to 3.
+
+    Raises:
+        ValueError: ``stage`` is not 0-3 or ``micro_batches`` is not positive.
+    """
+    if stage not in (0, 1, 2, 3):
+        raise ValueError(f"stage must be 0, 1, 2 or 3, got {stage!r}")
+    k = micro_batches
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"micro_batches must be a positive integer, got {k!r}")
+    # region traffic
+    if stage <= 1:
+        psi_units = 2  # one all-reduce (or reduce-scatter + all-gather) at the step
+    elif stage == 2:
+        psi_units = k + 1  # a reduce-scatter per micro-batch, one all-gather
+    else:
+        psi_units = 3 * k  # two all-gathers and a reduce-scatter per micro-batch
+    # endregion
+    return psi_units
+
+
+def traffic_table(ks: Sequence[int] = (1, 4, 16)) -> Table:
+    """Elements per rank per step, in units of Psi, for k micro-batches.
+
+    Args:
+        ks: the micro-batch counts, one column each.
+
+    Returns:
+        One row per stage 0 (DDP) to 3.
+
+    Raises:
+        ValueError: a count is not a positive integer.
+    """
+    names = ["DDP (no_sync)", "ZeRO-1", "ZeRO-2", "ZeRO-3"]
+    rows = [[names[stage], *(zero_traffic(stage, k) for k in ks)] for stage in range(4)]
+    return Table(
+        ["stage", *(f"k = {k}" for k in ks)],
+        rows,
+        note="Elements sent per rank per optimizer step, in units of Psi (the "
+        "paper's count; a ring sends (N-1)/N of it); k micro-batches per step.",
+    )
+
+
 def measure_stage(
     stage: int, widths: Sequence[int], group: dist.ProcessGroup | None = None
 ) -> dict:

@@ -2,8 +2,10 @@
 
 Three failures decide which 16-bit format a model can train in (Micikevicius et al.
 2018; Kalamkar et al. 2019). Overflow: fp16 stops at 65504, so a large activation or
-loss becomes infinity. Rounding: with M mantissa bits, 1 + x equals 1 for x below
-eps/2, so a small update to a weight of size 1 is lost. Underflow: gradients below
+loss becomes infinity. Rounding: with M mantissa bits, 1 + x equals 1 for x up to
+eps/2, eps/2 included: round to nearest, ties to even (IEEE 754), sends the tie 1 +
+eps/2 to 1, whose last mantissa bit is even. A small update to a weight of size 1 is
+lost. Underflow: gradients below
 the smallest subnormal become zero; fp16's is 2^-24 (about 6e-8), and Micikevicius
 et al. show networks whose activation gradients lie largely below it. bf16 trades
 mantissa for fp32's exponent: no overflow or underflow at training scales, but a
@@ -55,6 +57,64 @@ def examples() -> dict[str, float]:
         "1e-8 x loss scale 2^16": 1e-8 * LOSS_SCALE,
         "half the fp16 min subnormal": fp16.min_subnormal / 2,
     }
+
+
+def one_plus(x: float, name: str) -> float:
+    """``1 + x`` added by PyTorch in the format ``name`` (both operands in it).
+
+    Args:
+        x: the increment, exact in the format.
+        name: ``"fp32"``, ``"bf16"`` or ``"fp16"``.
+
+    Returns:
+        The rounded sum, as a Python float.
+
+    Raises:
+        ValueError: ``name`` is not one of those formats, or ``x`` is not exact in it.
+    """
+    if name not in ("fp32", "bf16", "fp16"):
+        raise ValueError(f"name must be 'fp32', 'bf16' or 'fp16', got {name!r}")
+    if cast(x, name) != x:
+        raise ValueError(f"x = {x!r} is not exact in {name}")
+    dtype = DTYPES[name]
+    one = torch.ones((), dtype=dtype)
+    return (one + torch.tensor(x, dtype=dtype)).item()
+
+
+def rounding_table(names: tuple[str, ...] = ("fp32", "bf16", "fp16")) -> Table:
+    """1 + eps/2 and 1 + just above eps/2, added in each format by PyTorch.
+
+    Args:
+        names: formats, one row each.
+
+    Returns:
+        One row per format: eps, 1 + eps/2 (a tie: rounds to 1, the even
+        neighbour) and 1 + (eps/2)(1 + eps) (rounds up to 1 + eps).
+    """
+
+    def shown(v: float, eps: float) -> str:  # the sum, named by its neighbours
+        return {1.0: "1", 1 + eps: "1 + eps"}.get(v, repr(v))
+
+    rows = []
+    for name in names:
+        eps = float_format(name).eps
+        tie, above = eps / 2, eps / 2 * (1 + eps)
+        exponent = eps.hex().split("p")[1]  # eps = 2^exponent
+        rows.append(
+            [
+                name,
+                f"2^{exponent}",
+                shown(one_plus(tie, name), eps),
+                shown(one_plus(above, name), eps),
+            ]
+        )
+    return Table(
+        columns=["format", "eps", "1 + eps/2", "1 + (eps/2)(1 + eps)"],
+        rows=rows,
+        note="Both operands in the format, added by PyTorch; round to nearest, "
+        "ties to even: the tie goes to 1, whose last mantissa bit is 0.",
+        stamp=f"PyTorch {torch.__version__.split('+')[0]}",
+    )
 
 
 def numerics_table(names: tuple[str, ...] = tuple(DTYPES)) -> Table:

@@ -1,0 +1,106 @@
+"""What ``docs/training/memory.rst`` shows: its values, tables, figures."""
+
+from __future__ import annotations
+
+from matplotlib.figure import Figure
+
+from aiinfra.memory import figures as memory_figures
+from aiinfra.memory import model_states
+from aiinfra.memory import tables as memory_tables
+from aiinfra.memory.calculator import estimate_memory, memory_report
+from aiinfra.memory.model_states import model_states_bytes, zero_model_states_bytes
+from aiinfra.models.params import count_parameters
+from aiinfra.models.presets import preset
+from aiinfra.report import Table
+
+GIB, MIB = 2**30, 2**20
+
+
+EXAMPLE = "llama-3-8b"  # the chapter's running example
+
+
+ZERO_PSI, ZERO_RANKS = 7_500_000_000, 64  # ZeRO's example (its Fig. 1)
+
+
+ADAM_K = model_states.ADAM_STATE_BYTES  # K, bytes/parameter: mixed-precision Adam
+
+
+def llama_parameters() -> int:
+    """Parameters of Llama 3 8B."""
+    return count_parameters(preset(EXAMPLE)).total
+
+
+def llama_bf16_weights_gib() -> float:
+    """Llama 3 8B's weights in bf16, GiB."""
+    return 2 * llama_parameters() / GIB
+
+
+def llama_model_states_gib(grad_dtype: str = "bf16") -> float:
+    """Llama 3 8B's mixed-precision Adam model states (16, 18 or 20 bytes), GiB."""
+    grad_bytes, k = model_states.gradient_layout(grad_dtype)
+    return model_states_bytes(llama_parameters(), 2, grad_bytes, k).total / GIB
+
+
+def zero_example_gb(stage: int) -> float:
+    """Model states per rank of ZeRO's example at ``stage`` (0-3), GB."""
+    return zero_model_states_bytes(ZERO_PSI, stage, ZERO_RANKS).total / 1e9
+
+
+def presets_table() -> Table:
+    """Shape, parameters and model states of every dense preset."""
+    return memory_tables.presets_table()
+
+
+def llama_activations_gib_8k(attention: str = "materialised") -> float:
+    """Llama 3 8B's activations at 8192 tokens, no recomputation, GiB."""
+    return (
+        estimate_memory(preset(EXAMPLE), seq=8192, attention=attention).activations
+        / GIB
+    )
+
+
+def llama_flash_ratio() -> float:
+    """The paper's activations over a fused kernel's, Llama 3 8B at 8192 tokens."""
+    return llama_activations_gib_8k() / llama_activations_gib_8k("flash")
+
+
+def llama_logits_gib_8k() -> float:
+    """Llama 3 8B's output layer and fp32 logits at 8192 tokens, GiB."""
+    return estimate_memory(preset(EXAMPLE), seq=8192).logits / GIB
+
+
+def step_rows_table() -> Table:
+    """Llama 3 8B at 8192 tokens: model states per gradient layout, activations."""
+    return memory_tables.step_rows_table(EXAMPLE, 8192)
+
+
+def recompute_table() -> Table:
+    """Activations per layer under each recomputation strategy."""
+    return memory_tables.recompute_table()
+
+
+def memory_vs_seq_figure() -> Figure:
+    """Memory of one rank against sequence length, Llama 3 8B."""
+    return memory_figures.memory_vs_seq_figure()
+
+
+def measured_activations_table() -> Table:
+    """Saved-for-backward bytes of a tiny GPT layer, measured and predicted."""
+    return memory_tables.measured_activations_table()
+
+
+def measured_model_states_table() -> Table:
+    """Model-state bytes measured from real tensors against the formula."""
+    return memory_tables.measured_model_states_table()
+
+
+def segments_figure() -> Figure:
+    """Measured peak of checkpointed segments against the segment count."""
+    return memory_figures.segments_figure()
+
+
+def llama_memory_report() -> Table:
+    """``aiinfra memory`` for Llama 3 8B: 8192 tokens, fused attention, ZeRO-1 on 8."""
+    return memory_report(
+        preset(EXAMPLE), EXAMPLE, seq=8192, attention="flash", zero=1, dp=8
+    )

@@ -1,0 +1,78 @@
+"""What ``docs/training/zero.rst`` shows: its values, tables, figures."""
+
+from __future__ import annotations
+
+import functools
+
+from matplotlib.figure import Figure
+
+from aiinfra.memory import figures as memory_figures
+from aiinfra.parallel import figures as parallel_figures
+from aiinfra.parallel import zero_memory, zero_results
+from aiinfra.parallel.toy import mlp
+from aiinfra.parallel.zero_compare import WIDTHS
+from aiinfra.report import Table
+
+from .memory import EXAMPLE
+
+ZERO_FIGURE_RANKS = 4  # N_d of the ZeRO stages figure
+
+
+def zero_stages_figure() -> Figure:
+    """Bytes per parameter on each rank, DDP and ZeRO stages 1-3."""
+    return parallel_figures.zero_stage_figure(ZERO_FIGURE_RANKS)
+
+
+def zero_stages_frames() -> list[Figure]:
+    """The same, one frame per stage."""
+    return parallel_figures.zero_stage_frames(ZERO_FIGURE_RANKS)
+
+
+@functools.cache
+def _zero_measurements() -> tuple[dict, ...]:
+    return tuple(zero_memory.measure_zero())
+
+
+def zero_parameters() -> int:
+    """Parameters of the MLP whose ZeRO memory is measured."""
+    return _zero_measurements()[0]["psi"]
+
+
+def zero_padded_parameters() -> int:
+    """The same, padded to whole shards of every unit."""
+    return _zero_measurements()[0]["psi_padded"]
+
+
+def zero_memory_table() -> Table:
+    """Model states per rank measured on four gloo ranks, beside the formulas."""
+    return zero_memory.memory_table(list(_zero_measurements()))
+
+
+def zero_traffic_table() -> Table:
+    """Elements per rank per step for k micro-batches, stages 0-3."""
+    return zero_memory.traffic_table()
+
+
+def zero_memory_vs_ranks_figure() -> Figure:
+    """Llama 3 8B's model states per GPU against N_d, each stage, 80 GB line."""
+    return memory_figures.zero_memory_vs_ranks_figure(EXAMPLE)
+
+
+def zero_compare_parameters() -> int:
+    """Parameters of the MLP that ours, DeepSpeed and FSDP2 train alike."""
+    return sum(p.numel() for p in mlp(WIDTHS).parameters())
+
+
+def zero_loss_table() -> Table:
+    """First and last loss of every implementation and its gap to one process."""
+    return zero_results.loss_table()
+
+
+def zero_max_loss_gap() -> float:
+    """The largest loss gap to one process over implementations and steps."""
+    return zero_results.max_loss_gap()
+
+
+def zero_estimator_table() -> Table:
+    """DeepSpeed's memory estimates beside the paper's formulas."""
+    return zero_results.estimator_table()
