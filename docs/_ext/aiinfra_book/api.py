@@ -26,13 +26,20 @@ def _summary(init: pathlib.Path) -> str:
     return doc.strip().splitlines()[0].rstrip(".") if doc.strip() else ""
 
 
-def _modules(folder: pathlib.Path, package: str, recursive: bool) -> list[str]:
+def _modules(
+    folder: pathlib.Path, package: str, recursive: bool
+) -> list[tuple[str, bool]]:
+    """(module, with its members) of a folder: its modules, and a nested package's
+    docstring (its members are documented by its own modules)."""
     names = []
     for path in sorted(folder.rglob("*.py") if recursive else folder.glob("*.py")):
         rel = path.relative_to(folder).with_suffix("").parts
+        if len(rel) > 1 and rel[-1] == "__init__" and not rel[0].startswith("_"):
+            names.append((".".join((package, *rel[:-1])), False))
+            continue
         if any(p.startswith("_") for p in rel):
             continue  # __init__ (the package itself) and private modules
-        names.append(".".join((package, *rel)))
+        names.append((".".join((package, *rel)), True))
     return names
 
 
@@ -52,8 +59,12 @@ def api_pages(package_dir: pathlib.Path) -> dict[str, str]:
     for page, (folder, module, summary, recursive) in groups.items():
         title = f"{summary} ({module})" if summary else module
         lines = [MARK, "", title, "=" * len(title), "", f".. automodule:: {module}", ""]
-        for mod in _modules(folder, module, recursive):
-            lines += [f".. automodule:: {mod}", "   :members:", ""]
+        for mod, members in _modules(folder, module, recursive):
+            lines += [
+                f".. automodule:: {mod}",
+                *(["   :members:"] if members else []),
+                "",
+            ]
         pages[page] = "\n".join(lines)
     return pages
 

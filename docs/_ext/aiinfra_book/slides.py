@@ -34,6 +34,9 @@ from .questions import aiinfra_question
 
 _BIBS: dict[str, Bibliography] = {}
 
+# The references slides: how many works to a slide (two lines each, 1280x720).
+REFERENCES_PER_SLIDE = 6
+
 
 def bibliography(env: BuildEnvironment) -> Bibliography:
     """The book's bibliography (``docs/_bib/*.bib``), read once per process."""
@@ -187,16 +190,28 @@ class DeckStructure(SphinxPostTransform):
 
     def _references(
         self, keys: list[str], bib: Bibliography, lang: str
-    ) -> nodes.section:
-        slide = nodes.section("", ids=["deck-references"], classes=["deck-made"])
-        slide += nodes.title("", label("references", lang))
-        slide += nodes.bullet_list(
-            "",
-            *(nodes.list_item("", nodes.paragraph("", bib.entry(k))) for k in keys),
-            classes=["on-slide", "deck-references"],
-        )
-        slide += slide_layout.make_notes([], extra=[label("references_cue", lang)])
-        return slide
+    ) -> list[nodes.section]:
+        """The works the deck cites, :data:`REFERENCES_PER_SLIDE` to a slide."""
+        parts = [
+            keys[i : i + REFERENCES_PER_SLIDE]
+            for i in range(0, len(keys), REFERENCES_PER_SLIDE)
+        ]
+        slides = []
+        for k, part in enumerate(parts, 1):
+            title = label("references", lang)
+            if len(parts) > 1:
+                title += f" ({k}/{len(parts)})"
+            ids = ["deck-references" + (f"-{k}" if k > 1 else "")]
+            slide = nodes.section("", ids=ids, classes=["deck-made"])
+            slide += nodes.title("", title)
+            slide += nodes.bullet_list(
+                "",
+                *(nodes.list_item("", nodes.paragraph("", bib.entry(c))) for c in part),
+                classes=["on-slide", "deck-references"],
+            )
+            slide += slide_layout.make_notes([], extra=[label("references_cue", lang)])
+            slides.append(slide)
+        return slides
 
 
 def page_title(env: BuildEnvironment, docname: str) -> str:
