@@ -75,6 +75,19 @@ def _token_losses(out, y):
     return ((out - y) ** 2).mean(dim=1)  # (rows,): one loss per token
 
 
+def _wrap(kind, model, group):
+    """The data-parallel wrapper ``kind`` names around ``model`` (``single``: none)."""
+    if kind == "naive":
+        return NaiveDDP(model, group)
+    if kind.startswith("bucketed"):
+        return BucketedDDP(model, group, bucket_bytes=int(kind.split("-")[1]))
+    if kind == "torch":
+        return nn.parallel.DistributedDataParallel(
+            model, bucket_cap_mb=0.001, process_group=group
+        )
+    return model
+
+
 def train_tokens(kind, group, device, micro, how="global"):
     """SGD on a per-token mean loss over unequal token counts; returns parameters.
 
@@ -86,14 +99,7 @@ def train_tokens(kind, group, device, micro, how="global"):
     rank = 0 if single else dist.get_rank(group)
     n_ranks = 1 if single else dist.get_world_size(group)
     model = mlp(WIDTHS, seed=rank, device=device)
-    if kind.startswith("bucketed"):
-        wrapped = BucketedDDP(model, group, bucket_bytes=int(kind.split("-")[1]))
-    elif kind == "torch":
-        wrapped = nn.parallel.DistributedDataParallel(
-            model, bucket_cap_mb=0.001, process_group=group
-        )
-    else:
-        wrapped = model
+    wrapped = _wrap(kind, model, group)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     for x, y in _batches(device):
         mask = _token_mask(len(x)).to(device)
@@ -158,16 +164,7 @@ def train_ddp(kind, opt_name, group, device, micro=1):
     # Different on each rank (group rank as seed): the broadcast from group rank 0
     # must make every replica the one-process model (seed 0).
     model = mlp(WIDTHS, seed=rank, device=device)
-    if kind == "naive":
-        wrapped = NaiveDDP(model, group)
-    elif kind.startswith("bucketed"):
-        wrapped = BucketedDDP(model, group, bucket_bytes=int(kind.split("-")[1]))
-    elif kind == "torch":
-        wrapped = nn.parallel.DistributedDataParallel(
-            model, bucket_cap_mb=0.001, process_group=group
-        )
-    else:
-        wrapped = model
+    wrapped = _wrap(kind, model, group)
     opt = _optimizer(opt_name, model.parameters())
     for x, y in _batches(device):
         x, y = rank_share(x, rank, n_ranks), rank_share(y, rank, n_ranks)
