@@ -7,10 +7,11 @@ to 1e-6 (fp32 sums in another order, as in ``test_ddp``). DeepSpeed's memory
 estimators are checked against the formulas their source states (2 Psi + 18 Psi / N
 per GPU for stage 2, 4 L + 18 Psi / N for stage 3) and the ZeRO paper's formulas
 (Rajbhandari et al. 2020, Fig. 1: 16.6 GB for P_os+g and 1.9 GB for P_os+g+p at
-Psi = 7.5 B, N = 64). DeepSpeed JIT-compiles a shared-memory kernel
-when its communication backend starts on CPU; the nox session caches it under
-``TORCH_EXTENSIONS_DIR`` (``.torch_extensions``), and so does this module when the
-variable is unset.
+Psi = 7.5 B, N = 64). DeepSpeed runs over gloo without its CPU shared-memory
+kernel (:func:`aiinfra.parallel.zero_compare.train_deepspeed`: a minute of g++ for
+an intra-node speed-up the comparison does not need); any op it still compiles is
+cached under ``TORCH_EXTENSIONS_DIR`` (``.torch_extensions``), which this module sets
+when the variable is unset.
 """
 
 import contextlib

@@ -67,10 +67,28 @@ def train_ours(stage: int, widths: Sequence[int], batches: Batches) -> list[floa
     return losses
 
 
+def _without_shm_kernel(deepspeed) -> None:  # noqa: ANN001 - the module
+    """Keep DeepSpeed on plain gloo collectives on a CPU.
+
+    On a CPU, DeepSpeed's communication backend JIT-compiles a shared-memory
+    all-reduce kernel (``ShareMemCommBuilder``; about a minute of g++ on two cores)
+    when it starts. It only speeds up intra-node collectives: the comparison is of
+    losses, so the builder is marked incompatible and DeepSpeed uses torch's gloo
+    collectives, as ours do. A GPU run is unaffected (its collectives are NCCL's).
+    """
+    from deepspeed.accelerator import get_accelerator
+
+    if get_accelerator().device_name() == "cpu":
+        builder = get_accelerator().create_op_builder("ShareMemCommBuilder")
+        if builder is not None:
+            deepspeed.ops.__compatible_ops__[builder.NAME] = False
+
+
 def train_deepspeed(stage: int, widths: Sequence[int], batches: Batches) -> list[float]:
     """DeepSpeed ZeRO ``stage`` with a plain ``torch.optim.AdamW`` (no fused kernel)."""
     import deepspeed  # optional: imported only where this comparison runs
 
+    _without_shm_kernel(deepspeed)
     model = mlp(widths, device=batches[0][0].device)
     config = {
         "train_micro_batch_size_per_gpu": len(batches[0][0]) // dist.get_world_size(),
