@@ -148,7 +148,7 @@ def test_a_long_listing_is_cut_between_statements():
 def test_every_listing_of_the_book_fits_its_slides():
     """Each Python listing, on slides, is parts of at most CODE_LINES lines that fit
     the slide's width at 18 px or more."""
-    from sphinx.directives.code import LiteralIncludeReader
+    from sphinx.directives.code import LiteralInclude, LiteralIncludeReader
 
     class Config:
         source_encoding = "utf-8"
@@ -158,10 +158,11 @@ def test_every_listing_of_the_book_fits_its_slides():
     count = 0
     for rst in sorted(DOCS.glob("*/*.rst")):
         for target, opts in pattern.findall(rst.read_text("utf-8")):
-            options = dict(
-                (m[0], m[1].strip() or True)
-                for m in re.findall(r"   :([\w-]+):(.*)", opts)
-            )
+            # Each option converted as the directive converts it (:dedent: 4 -> 4).
+            options = {
+                name: LiteralInclude.option_spec[name](value.strip() or None)
+                for name, value in re.findall(r"   :([\w-]+):(.*)", opts)
+            }
             path = (
                 (rst.parent / target).resolve()
                 if not target.startswith("/")

@@ -16,6 +16,8 @@ neighbour and idles, the remaining p' ranks run the algorithm under new ranks
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.distributed as dist
 from torch import Tensor
@@ -27,6 +29,9 @@ from aiinfra.comm._validate import (
     resolve_op,
 )
 from aiinfra.comm.primitives import combine_, sendrecv
+
+# (a, b) -> chunks a, ..., b - 1 of a rank's vector, as one view
+Windows = Callable[[int, int], Tensor]
 
 
 def _validate(
@@ -68,28 +73,32 @@ def fold_in(x: Tensor, op: str, group: dist.ProcessGroup | None) -> int:
     Returns:
         This rank's new rank in 0..p'-1, or -1 if it idles until :func:`fold_out`.
     """
+    # region fold-in
     r, p = dist.get_rank(group), dist.get_world_size(group)
-    _, extra = power_of_two_split(p)
-    if r >= 2 * extra:
+    _, extra = power_of_two_split(p)  # r' = p - p'
+    if r >= 2 * extra:  # not paired: renumbered below the pairs
         return r - extra
-    if r % 2 == 0:
+    if r % 2 == 0:  # hand x to the odd partner and wait
         dist.send(x, group=group, group_dst=r + 1)
         return -1
     recv = torch.empty_like(x)
     dist.recv(recv, group=group, group_src=r - 1)
     combine_(x, recv, op)
     return r // 2
+    # endregion
 
 
 def fold_out(x: Tensor, group: dist.ProcessGroup | None) -> None:
     """Undo :func:`fold_in`: odd ranks below 2r' send the result x to rank - 1."""
+    # region fold-out
     r, p = dist.get_rank(group), dist.get_world_size(group)
-    _, extra = power_of_two_split(p)
+    _, extra = power_of_two_split(p)  # r' = p - p'
     if r < 2 * extra:
         if r % 2 == 1:
             dist.send(x, group=group, group_dst=r - 1)
         else:
             dist.recv(x, group=group, group_src=r + 1)
+    # endregion
 
 
 def recursive_doubling_all_reduce(
@@ -131,6 +140,59 @@ def recursive_doubling_all_reduce(
     fold_out(x, group)
 
 
+def _chunk_windows(x: Tensor, p2: int) -> Windows:
+    """Cut x into p' chunks as ``tensor_split`` does (uneven if need be)."""
+    sizes = [c.numel() for c in x.tensor_split(p2)]
+    start = [sum(sizes[:i]) for i in range(p2 + 1)]
+    return lambda a, b: x[start[a] : start[b]]
+
+
+def _halving_reduce_scatter(
+    chunks: Windows,
+    new_rank: int,
+    p2: int,
+    extra: int,
+    op: str,
+    group: dist.ProcessGroup | None,
+) -> None:
+    """Recursive halving over the p' ranks: leave chunk ``new_rank`` fully reduced."""
+    # region halving
+    lo, hi = 0, p2  # this rank is responsible for chunks [lo, hi)
+    mask = p2 // 2
+    while mask >= 1:  # distance p'/2, p'/4, ..., 1
+        peer = new_to_group_rank(new_rank ^ mask, extra)
+        mid = (lo + hi) // 2
+        if new_rank & mask:  # keep the upper half of the window, give the lower
+            (lo, hi), give = (mid, hi), (lo, mid)
+        else:
+            (lo, hi), give = (lo, mid), (mid, hi)
+        recv = torch.empty_like(chunks(lo, hi))
+        sendrecv(chunks(*give), peer, recv, peer, group)
+        combine_(chunks(lo, hi), recv, op)
+        mask //= 2
+    # endregion
+
+
+def _doubling_all_gather(
+    chunks: Windows,
+    new_rank: int,
+    p2: int,
+    extra: int,
+    group: dist.ProcessGroup | None,
+) -> None:
+    """Recursive doubling over the p' ranks: from chunk ``new_rank`` to all p'."""
+    # region doubling
+    lo, hi = new_rank, new_rank + 1  # the halving left this window reduced
+    mask = 1
+    while mask < p2:  # distance 1, 2, ..., p'/2; swap whole windows
+        peer = new_to_group_rank(new_rank ^ mask, extra)
+        other = (lo - mask, lo) if new_rank & mask else (hi, hi + mask)
+        sendrecv(chunks(lo, hi), peer, chunks(*other), peer, group)
+        lo, hi = min(lo, other[0]), max(hi, other[1])
+        mask <<= 1
+    # endregion
+
+
 def rabenseifner_all_reduce(
     tensor: Tensor,
     op: str | dist.ReduceOp = "sum",
@@ -156,36 +218,12 @@ def rabenseifner_all_reduce(
     """
     op = _validate(tensor, op, group, check_consistency)
     x = tensor.view(-1)  # (n,)
-    new_rank = fold_in(x, op, group)
-    if new_rank >= 0:
+    # region rabenseifner
+    new_rank = fold_in(x, op, group)  # -1: this rank waits for the result
+    if new_rank >= 0:  # one of the p' ranks that run the algorithm
         p2, extra = power_of_two_split(dist.get_world_size(group))
-        sizes = [c.numel() for c in x.tensor_split(p2)]  # p' chunks, uneven if need be
-        start = [sum(sizes[:i]) for i in range(p2 + 1)]
-
-        def chunks(a: int, b: int) -> Tensor:  # chunks a, ..., b - 1 as one view of x
-            return x[start[a] : start[b]]
-
-        # region halving-doubling
-        lo, hi = 0, p2  # this rank is responsible for chunks [lo, hi)
-        mask = p2 // 2
-        while mask >= 1:  # halving: distance p'/2, p'/4, ..., 1
-            peer = new_to_group_rank(new_rank ^ mask, extra)
-            mid = (lo + hi) // 2
-            if new_rank & mask:  # keep the upper half of the window, give the lower
-                (lo, hi), give = (mid, hi), (lo, mid)
-            else:
-                (lo, hi), give = (lo, mid), (mid, hi)
-            recv = torch.empty_like(chunks(lo, hi))
-            sendrecv(chunks(*give), peer, recv, peer, group)
-            combine_(chunks(lo, hi), recv, op)
-            mask //= 2
-        # Now lo = new_rank: chunk new_rank is reduced over all ranks.
-        mask = 1
-        while mask < p2:  # doubling: distance 1, 2, ..., p'/2; swap whole windows
-            peer = new_to_group_rank(new_rank ^ mask, extra)
-            other = (lo - mask, lo) if new_rank & mask else (hi, hi + mask)
-            sendrecv(chunks(lo, hi), peer, chunks(*other), peer, group)
-            lo, hi = min(lo, other[0]), max(hi, other[1])
-            mask <<= 1
-        # endregion
+        chunks = _chunk_windows(x, p2)
+        _halving_reduce_scatter(chunks, new_rank, p2, extra, op, group)
+        _doubling_all_gather(chunks, new_rank, p2, extra, group)
     fold_out(x, group)
+    # endregion

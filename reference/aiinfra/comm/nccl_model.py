@@ -39,11 +39,13 @@ def btree_parent(r: int, p: int) -> int | None:
     _int_ge_1("p", p)
     if isinstance(r, bool) or not isinstance(r, int) or not 0 <= r < p:
         raise ValueError(f"r must be an int in [0, p), got {r!r} with p = {p}")
+    # region btree-parent
     if r == 0:
         return None
     low = r & -r  # the lowest set bit
     up = r - low if r & (2 * low) else r + low
     return up if up < p else r - low
+    # endregion
 
 
 def double_binary_tree(p: int) -> tuple[Tree, Tree]:
@@ -57,6 +59,7 @@ def double_binary_tree(p: int) -> tuple[Tree, Tree]:
         The parent of every rank in each tree.
     """
     _int_ge_1("p", p)
+    # region two-trees
     first = [btree_parent(r, p) for r in range(p)]
     if p % 2 == 0:
         mirror = [first[p - 1 - r] for r in range(p)]
@@ -65,6 +68,7 @@ def double_binary_tree(p: int) -> tuple[Tree, Tree]:
         shifted = [first[(r - 1) % p] for r in range(p)]
         second = [None if u is None else (u + 1) % p for u in shifted]
     return first, second
+    # endregion
 
 
 def tree_depth(tree: Tree) -> int:
@@ -84,6 +88,7 @@ def double_binary_tree_all_reduce_time(n: float, p: int, link: Link) -> float:
     reduces n/2 per child.
     """
     a, b, g = _args(n, p, link)
+    # region double-tree-time
     trees = double_binary_tree(p)
     children = [[t.count(r) for t in trees] for r in range(p)]
     sent = max(
@@ -92,6 +97,7 @@ def double_binary_tree_all_reduce_time(n: float, p: int, link: Link) -> float:
     )
     reduced = max(sum(kids) for kids in children)
     return 2 * max(map(tree_depth, trees)) * a + sent * n / 2 * b + reduced * n / 2 * g
+    # endregion
 
 
 def in_network_all_reduce_time(n: float, p: int, link: Link) -> float:
@@ -136,6 +142,7 @@ def multirail_ring_all_reduce_time(
     """
     _args(n, p, link)
     _int_ge_1("rails", rails)
+    # region multirail-ring-time
     hops, inter = 2 * (p - 1), ring_inter_node_hops(p, local_size)
     net, node = get_link(link), get_link(local_link)
     if inter == 0:
@@ -143,6 +150,7 @@ def multirail_ring_all_reduce_time(
     latency = inter * net.alpha + (hops - inter) * node.alpha
     beta = max(node.beta, net.beta / rails)
     return latency + (p - 1) / p * n * (2 * beta + node.gamma)
+    # endregion
 
 
 def ring_vs_rabenseifner_table(

@@ -64,6 +64,7 @@ def sendrecv(
         src: group rank whose tensor lands in ``recv``.
         group: process group; ``None`` means the default (world) group.
     """
+    # region paired-send-receive
     ops = []
     if send.numel() > 0:
         ops.append(dist.P2POp(dist.isend, send, group=group, group_peer=dst))
@@ -72,3 +73,4 @@ def sendrecv(
     if ops:
         for work in dist.batch_isend_irecv(ops):
             work.wait()
+    # endregion

@@ -20,6 +20,7 @@ from typing import Any
 from aiinfra import results
 from aiinfra.report import Table
 
+# region busbw-factors
 # nccl-tests doc/PERFORMANCE.md: busbw = algbw x factor, with S the total size.
 BUSBW_FACTORS: dict[str, Callable[[int], float]] = {
     "all_reduce": lambda n: 2 * (n - 1) / n,
@@ -29,6 +30,7 @@ BUSBW_FACTORS: dict[str, Callable[[int], float]] = {
     "broadcast": lambda n: 1.0,
     "reduce": lambda n: 1.0,
 }
+# endregion
 
 
 def busbw_factor(collective: str, n: int) -> float:

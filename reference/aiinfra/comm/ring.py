@@ -113,9 +113,11 @@ def ring_all_reduce(
     if check_consistency:
         fields = {"tensor.numel()": tensor.numel(), "tensor.dtype": tensor.dtype}
         check_same_on_all_ranks({**fields, "op": op}, group, tensor.device)
+    # region ring-all-reduce
     chunks = tensor.view(-1).tensor_split(p)  # p chunks of n // p or n // p + 1
     chunks[r].copy_(ring_reduce_scatter_chunks(chunks, op, group))
     ring_all_gather_chunks(chunks, group)
+    # endregion
 
 
 def ring_reduce_scatter(
