@@ -4,9 +4,11 @@ Bit layouts and ranges derived from ``torch.finfo`` (:mod:`~aiinfra.precision.fo
 what they do to training numbers (:mod:`~aiinfra.precision.numerics`), a loss scaler
 with ``torch.amp.GradScaler``'s rule (:mod:`~aiinfra.precision.loss_scaler`) and
 master weights (:mod:`~aiinfra.precision.master_weights`), after Micikevicius et al.
-2018.
+2018; what autocast runs in which dtype (:mod:`~aiinfra.precision.autocast`) and FP8
+with per-tensor, per-tile and per-block scales (:mod:`~aiinfra.precision.fp8`).
 """
 
+from aiinfra.precision.autocast import autocast_dtypes
 from aiinfra.precision.formats import (
     DTYPES,
     FloatFormat,
@@ -16,12 +18,17 @@ from aiinfra.precision.formats import (
     ieee_format,
     to_tf32,
 )
+from aiinfra.precision.fp8 import DelayedScaler, dequantize_fp8, quantize_fp8
 from aiinfra.precision.loss_scaler import DynamicLossScaler
 from aiinfra.precision.master_weights import MasterWeights
 from aiinfra.precision.numerics import cast, numerics_table
 
 __all__ = [
     "DTYPES",
+    "DelayedScaler",
+    "autocast_dtypes",
+    "dequantize_fp8",
+    "quantize_fp8",
     "DynamicLossScaler",
     "FloatFormat",
     "MasterWeights",
