@@ -4,6 +4,7 @@ import pytest
 import torch
 from aiinfra.models.flash_attention import tiled_backward, tiled_forward
 from aiinfra.models.kernel_matmuls import (
+    backward_figure,
     backward_matmuls,
     backward_table,
     count_matmuls,
@@ -59,3 +60,14 @@ def test_table_prices_the_two_kernels_at_40_percent():
 def test_a_function_without_source_is_rejected():
     with pytest.raises(TypeError, match="fn must be a Python function"):
         count_matmuls(len)
+
+
+def test_figure_stacks_the_published_totals_per_tile():
+    # PaLM (Chowdhery et al. 2022, App. B): 6 products; FlashAttention-2: 2 + 5;
+    # Triton's tutorial: 2 + 4 + 3.
+    ax = backward_figure().axes[0]
+    widths = {}
+    for bar in ax.patches:
+        y = round(bar.get_y() + bar.get_height() / 2)
+        widths[y] = widths.get(y, 0) + bar.get_width()
+    assert [widths[y] for y in sorted(widths)] == [6, 7, 9]

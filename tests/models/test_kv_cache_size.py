@@ -7,6 +7,7 @@ from aiinfra.models.kv_cache_size import (
     attention_kind,
     elements_per_token,
     equivalent_gqa_groups,
+    kv_cache_figure,
     kv_cache_table,
     measured_elements_per_token,
     mha_to_cache_ratio,
@@ -65,8 +66,21 @@ def test_table_lists_every_model_with_matching_columns():
         (lambda: kv_cache_table(context=0, measure=False), "context"),
         (lambda: measured_elements_per_token(TransformerConfig(), n_layers=0), "n_lay"),
         (lambda: measured_elements_per_token(TransformerConfig(), seq_len=-1), "seq"),
+        (lambda: kv_cache_figure(bytes_per_element=0), "bytes_per_element"),
+        (lambda: kv_cache_figure(names=("llama-9",)), "unknown model"),
     ],
 )
 def test_bad_arguments_are_named(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_figure_draws_the_published_bytes_per_token():
+    # Llama 3 8B: 32 layers x 8 KV heads x 128 x 2 (K and V) x 2 bytes = 128 KiB;
+    # DeepSeek-V2: (512 + 64) x 60 layers x 2 bytes = 67.5 KiB. MHA with the same
+    # query heads: 2 x 32 x 128 x 32 x 2 bytes = 512 KiB and 2 x 128 x 128 x 60 x 2
+    # bytes = 3840 KiB.
+    ax = kv_cache_figure(names=("llama-3-8b", "deepseek-v2")).axes[0]
+    mha, cached = ax.containers
+    assert [b.get_width() for b in cached] == [128, 67.5]
+    assert [b.get_width() for b in mha] == [512, 3840]

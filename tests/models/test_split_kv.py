@@ -8,7 +8,11 @@ from aiinfra.models.split_kv import (
     combine,
     partial_attention,
     split_kv_attention,
+    split_kv_figure,
+    split_step_time,
+    splits_by_efficiency,
     splits_to_fill,
+    wave_efficiency,
 )
 
 
@@ -82,3 +86,63 @@ def test_mismatched_shapes_are_rejected():
         split_kv_attention(q, k, v, 2)
     with pytest.raises(ValueError, match="sms must be"):
         splits_to_fill(1, 8, 0)
+
+
+def _brute_force_makespan(programs, sms, duration):
+    """Greedy list schedule: each program goes to the SM that frees up first."""
+    free = [0.0] * sms
+    for _ in range(programs):
+        i = free.index(min(free))
+        free[i] += duration
+    return max(free)
+
+
+@pytest.mark.parametrize(
+    ("programs", "sms"), [(8, 132), (136, 132), (264, 132), (7, 3)]
+)
+def test_wave_efficiency_equals_a_brute_force_schedule(programs, sms):
+    makespan = _brute_force_makespan(programs, sms, 1.0)
+    assert wave_efficiency(programs, sms) == pytest.approx(programs / (sms * makespan))
+
+
+def test_wave_efficiency_matches_flash_attentions_published_example():
+    # flash_api.cpp: "batch * n_heads = 48 and we have 108 SMs, having 2 splits
+    # (efficiency = 0.89) is better than having 3 splits (efficiency = 0.67)".
+    assert wave_efficiency(48 * 2, 108) == pytest.approx(0.89, abs=0.005)
+    assert wave_efficiency(48 * 3, 108) == pytest.approx(0.67, abs=0.005)
+    assert splits_by_efficiency(1, 48, 108) == 2
+
+
+@pytest.mark.parametrize("n_splits", [1, 15, 16, 17, 33])
+def test_split_step_time_equals_a_brute_force_schedule(n_splits):
+    # One Llama 3 8B sequence (8 KV heads) on 132 SMs; each program takes 1 / n.
+    expected = _brute_force_makespan(8 * n_splits, 132, 1 / n_splits)
+    assert split_step_time(1, 8, 132, n_splits) == pytest.approx(expected)
+
+
+def test_heuristic_keeps_one_chunk_when_the_heads_nearly_fill_the_gpu():
+    assert splits_by_efficiency(16, 8, 132) == 1  # 128 programs on 132 SMs
+
+
+def test_split_kv_figure_marks_both_chunk_counts():
+    fig = split_kv_figure(1, 8, 132, 40)
+    top = fig.axes[0]
+    marks = sorted(line.get_xdata()[0] for line in top.lines[1:])
+    assert marks == [15, 17]
+
+
+@pytest.mark.parametrize(
+    ("fn", "args", "match"),
+    [
+        (wave_efficiency, (0, 132), "programs must be"),
+        (wave_efficiency, (8, True), "sms must be"),
+        (split_step_time, (1, 8, 132, 0), "n_splits must be"),
+        (split_step_time, (1.5, 8, 132, 2), "batch must be"),
+        (splits_by_efficiency, (1, 8, 132, 0), "max_splits must be"),
+        (splits_by_efficiency, (1, -8, 132), "kv_heads must be"),
+        (split_kv_figure, (1, 8, 132, 0), "max_splits must be"),
+    ],
+)
+def test_bad_wave_model_arguments_are_rejected(fn, args, match):
+    with pytest.raises(ValueError, match=match):
+        fn(*args)

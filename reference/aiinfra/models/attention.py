@@ -121,6 +121,7 @@ def grouped_attention(
     Returns:
         The attention output, shape ``(B, H, T, D_v)``.
     """
+    # region grouped-attention
     B, H, T, D = q.shape
     G, S = k.shape[1], k.shape[2]
     scale = 1 / math.sqrt(D) if scale is None else scale
@@ -207,6 +208,7 @@ class GroupedQueryAttention(nn.Module):
         """
         if x.dim() != 3 or x.shape[-1] != self.d_model:
             raise ValueError(f"x must be (B, T, {self.d_model}), got {tuple(x.shape)}")
+        # region cached-forward (the input is checked above)
         B, T, _ = x.shape
         H, G, D = self.n_heads, self.n_kv_heads, self.head_dim
         start = 0 if cache is None else cache.length

@@ -89,12 +89,15 @@ def tiled_forward(
     f32 = {"dtype": wide, "device": q.device}
     o = torch.empty(B, H, N, d, **f32)  # (B, H, N, d)
     lse = torch.empty(B, H, N, **f32)  # (B, H, N)
+    # region query-block
     for i0 in range(0, N, block_q):
         q_i = q[:, :, i0 : i0 + block_q].to(wide)  # (B, H, B_r, d)
         rows = q_i.shape[2]
         m_i = torch.full((B, H, rows), -math.inf, **f32)  # running max
         l_i = torch.zeros(B, H, rows, **f32)  # running sum of exp(s - m_i)
         acc = torch.zeros(B, H, rows, d, **f32)  # running sum of exp(s - m_i) v
+        # endregion
+        # region key-blocks
         for j0 in range(0, i0 + rows if causal else N, block_k):
             k_j = k[:, :, j0 : j0 + block_k].to(wide)  # (B, H, B_c, d)
             v_j = v[:, :, j0 : j0 + block_k].to(wide)  # (B, H, B_c, d)
@@ -110,6 +113,7 @@ def tiled_forward(
             m_i = m_new
         o[:, :, i0 : i0 + rows] = acc / l_i.unsqueeze(-1)
         lse[:, :, i0 : i0 + rows] = m_i + torch.log(l_i)
+        # endregion
     return o, lse
 
 

@@ -62,6 +62,7 @@ def _attn_fwd(
     CAUSAL: tl.constexpr,  # mask key j > query i, and stop at the diagonal
     UPCAST: tl.constexpr,  # cast tiles to fp32 after loading (interpreter)
 ):
+    # region program
     start_m = tl.program_id(0)  # which block of queries
     off_bh = tl.program_id(1)  # which (batch, head)
     base = off_bh.to(tl.int64) * N * HEAD_DIM
@@ -80,6 +81,7 @@ def _attn_fwd(
     hi = N
     if CAUSAL:  # keys after the block's last query are masked: skip them
         hi = tl.minimum((start_m + 1) * BLOCK_M, N)
+    # endregion
     for start_n in range(0, hi, BLOCK_N):
         cols = start_n + offs_n  # key positions of this step
         col_ok = cols < N
@@ -95,6 +97,7 @@ def _attn_fwd(
         )  # (B_c, D)
         if UPCAST:
             k_t, v = k_t.to(tl.float32), v.to(tl.float32)
+        # region update
         s = tl.dot(q, k_t) * qk_scale  # (B_r, B_c), fp32 accumulation
         visible = col_ok[None, :]
         if CAUSAL:
@@ -106,6 +109,7 @@ def _attn_fwd(
         l_i = l_i * alpha + tl.sum(p, 1)
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)  # (B_r, D)
         m_i = m_new
+        # endregion
     acc = acc / l_i[:, None]
     lse = (m_i + tl.math.log2(l_i)) * 0.6931471805599453  # times ln 2: natural log
     tl.store(L + off_bh.to(tl.int64) * N + offs_m, lse, mask=offs_m < N)

@@ -43,6 +43,7 @@ HF_FIELDS: dict[str, tuple[str, type, bool]] = {
     "q_lora_rank": ("q_lora_rank", int, False),
     "qk_rope_head_dim": ("rope_head_dim", int, False),
 }
+# endregion
 # GPT-2-style configs (GPT-2, GPT-3).
 GPT2_FIELDS: dict[str, tuple[str, type, bool]] = {
     "vocab_size": ("vocab_size", int, True),
@@ -54,7 +55,6 @@ GPT2_FIELDS: dict[str, tuple[str, type, bool]] = {
     "layer_norm_epsilon": ("norm_eps", float, False),
     "tie_word_embeddings": ("tie_embeddings", bool, False),
 }
-# endregion
 _ZERO_ALLOWED = ("kv_lora_rank", "q_lora_rank")
 _SILU = ("silu", "swish")
 _GELU = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast")

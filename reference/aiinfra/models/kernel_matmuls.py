@@ -19,9 +19,12 @@ import ast
 import inspect
 import textwrap
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiinfra.report import Table
+
+if TYPE_CHECKING:  # drawing needs matplotlib (the docs extra); counting does not
+    from matplotlib.figure import Figure
 
 PALM_PRODUCTS = 6  # 12 L H Q T = 3 x (2 products x 2 H Q T): forward 2, backward 4
 
@@ -118,3 +121,34 @@ def backward_table() -> Table:
         rows,
         note,
     )
+
+
+def backward_figure() -> Figure:
+    """Products per tile of a training step, stacked by pass, for each design.
+
+    Returns:
+        One horizontal bar per design (PaLM's count, one backward kernel with an
+        atomic ``dQ``, two backward kernels), stacked forward, backward and, for
+        the two kernels, the ``dQ`` kernel's share.
+    """
+    from matplotlib.figure import Figure
+
+    n = backward_matmuls()
+    designs = ["PaLM's count", "one kernel, atomic dQ", "two kernels, no atomics"]
+    forward = [2, n["forward"], n["forward"]]
+    backward = [PALM_PRODUCTS - 2, n["one kernel"], n["dK dV kernel"]]
+    dq_kernel = [0, 0, n["dQ kernel"]]
+    fig = Figure(figsize=(6, 2.6), layout="constrained")
+    ax = fig.add_subplot()
+    ax.barh(designs, forward, label="forward")
+    ax.barh(designs, backward, left=forward, label="backward (dK, dV, dQ)")
+    left = [f + b for f, b in zip(forward, backward, strict=True)]
+    ax.barh(designs, dq_kernel, left=left, label="backward, dQ kernel")
+    totals = [f + b + q for f, b, q in zip(forward, backward, dq_kernel, strict=True)]
+    for y, total in enumerate(totals):
+        ax.annotate(str(total), (total + 0.1, y), va="center", fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("matrix products per tile")
+    ax.set_xlim(0, max(totals) + 1)
+    fig.legend(fontsize=7, loc="outside upper center", ncols=3)
+    return fig

@@ -68,6 +68,7 @@ def kv_budget(
     ):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{arg} must be a positive integer, got {value!r}")
+    # region budget (the arguments are checked above)
     weights = count_parameters(c).total * bytes_per_weight
     per_token = elements_per_token(c) * bytes_per_element
     return KVBudget(weights, n_gpus * gpu.hbm_bytes - weights, per_token)

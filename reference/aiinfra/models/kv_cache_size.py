@@ -13,6 +13,7 @@ shrunk to 16), runs a few tokens through them and counts what the caches hold.
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -20,6 +21,9 @@ from aiinfra.models.config import TransformerConfig
 from aiinfra.models.presets import preset
 from aiinfra.models.transformer import make_attention
 from aiinfra.report import Table
+
+if TYPE_CHECKING:  # drawing needs matplotlib (the docs extra); counting does not
+    from matplotlib.figure import Figure
 
 GIB = 2**30
 # Presets with one kind of attention each: GQA of several widths (Llama 3, Mistral,
@@ -171,6 +175,50 @@ def kv_cache_table(
         note,
         stamp=stamp,
     )
+
+
+def kv_cache_figure(
+    names: tuple[str, ...] = ATTENTION_MODELS, bytes_per_element: int = 2
+) -> Figure:
+    """KiB cached per token of released models, against MHA with the same heads.
+
+    Args:
+        names: keys of :data:`~aiinfra.models.presets.PRESETS`.
+        bytes_per_element: 2 for a bf16/fp16 cache.
+
+    Returns:
+        Two horizontal bars per model, log scale: its cache and MHA's
+        ``2 n_h d_h l`` elements.
+
+    Raises:
+        ValueError: a name is not a preset, or ``bytes_per_element`` is not a
+            positive integer.
+    """
+    from matplotlib.figure import Figure
+
+    _check_positive(bytes_per_element=bytes_per_element)
+    configs = [preset(name) for name in names]
+    cached = [elements_per_token(c) * bytes_per_element / 1024 for c in configs]
+    mha = [
+        2 * c.n_heads * c.head_dim * c.n_layers * bytes_per_element / 1024
+        for c in configs
+    ]
+    fig = Figure(figsize=(6, 3.4), layout="constrained")
+    ax = fig.add_subplot()
+    y = range(len(names))
+    labels = [f"{n} ({attention_kind(c)})" for n, c in zip(names, configs, strict=True)]
+    ax.barh(
+        [i + 0.2 for i in y], mha, 0.4, label="MHA with the same heads", color="0.8"
+    )
+    ax.barh([i - 0.2 for i in y], cached, 0.4, label="cached")
+    for i, kib in zip(y, cached, strict=True):
+        ax.annotate(f"{kib:g}", (kib * 1.1, i - 0.2), va="center", fontsize=7)
+    ax.set_yticks(list(y), labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.set_xlabel("KiB of cache per token")
+    fig.legend(fontsize=7, loc="outside upper center", ncols=2)
+    return fig
 
 
 def _check_positive(**sizes: int) -> None:

@@ -90,6 +90,7 @@ class RotaryEmbedding(nn.Module):
                 f"positions {start_pos}..{start_pos + T - 1} exceed the RoPE table "
                 f"(max_seq_len={self.max_seq_len})"
             )
+        # region rotate (the shape and the positions are checked above)
         cos = self.cos[start_pos : start_pos + T]  # (T, D/2)
         sin = self.sin[start_pos : start_pos + T]  # (T, D/2)
         x = x.to(torch.promote_types(x.dtype, torch.float32))  # rotate in fp32 or wider

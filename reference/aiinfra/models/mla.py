@@ -177,6 +177,7 @@ class MultiHeadLatentAttention(nn.Module):
         Raises:
             ValueError: as :meth:`forward`.
         """
+        # region absorb-uk
         start = cache.length
         q_c, q_r, c_kv, k_r = self._project(x, start)
         c_kv, k_r = cache.update(c_kv, k_r)  # (B, 1, S, d_c), (B, 1, S, d_h^R)
@@ -186,6 +187,8 @@ class MultiHeadLatentAttention(nn.Module):
         q_latent = torch.einsum("bhtd,hdc->bhtc", q_c, w_uk)  # (B, H, T, d_c)
         q = torch.cat([q_latent, q_r], dim=-1)  # (B, H, T, d_c + d_h^R)
         k = torch.cat([c_kv, k_r], dim=-1)  # (B, 1, S, d_c + d_h^R): one shared head
+        # endregion
+        # region absorb-uv
         o_latent = grouped_attention(  # (B, H, T, d_c)
             q, k, c_kv, start, self.scale, self.window
         )

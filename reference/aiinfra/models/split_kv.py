@@ -8,7 +8,10 @@ heads of a group are packed as the rows of one block: for one sequence of Llama 
 attends over one chunk and writes its normalized partial output and its softmax
 state ``(m, l)``, and a second step combines the chunks with the online-softmax
 merge (:func:`~aiinfra.models.online_softmax.merge`), weighting each partial
-output by ``l_s e^{m_s - m} / l``. The result is exact. Notation: ``B`` batch,
+output by ``l_s e^{m_s - m} / l``. The result is exact. How many chunks is a
+question of waves: :func:`wave_efficiency` and :func:`split_step_time` model the
+programs running one per SM, and :func:`splits_by_efficiency` is the rule
+FlashAttention-2's ``num_splits_heuristic`` applies. Notation: ``B`` batch,
 ``H`` query heads, ``G`` key/value heads, ``T`` new tokens, ``S`` cached tokens,
 ``D`` head dimension.
 """
@@ -16,11 +19,24 @@ output by ``l_s e^{m_s - m} / l``. The result is exact. Notation: ``B`` batch,
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
 from aiinfra.models.online_softmax import merge
+
+if TYPE_CHECKING:  # drawing needs matplotlib (the docs extra); computing does not
+    from matplotlib.figure import Figure
+
+FA2_FULL = 0.8  # num_splits_heuristic: B G programs on 80% of the SMs need no split
+FA2_SHARE = 0.85  # ... else the fewest chunks within 85% of the best efficiency
+
+
+def _positive(**values: int) -> None:
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
 
 
 def partial_attention(q: Tensor, k: Tensor, v: Tensor, scale: float) -> tuple:
@@ -128,7 +144,130 @@ def splits_to_fill(batch: int, kv_heads: int, sms: int) -> int:
     Raises:
         ValueError: an argument is not a positive integer.
     """
-    for name, value in (("batch", batch), ("kv_heads", kv_heads), ("sms", sms)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    _positive(batch=batch, kv_heads=kv_heads, sms=sms)
     return -(-sms // (batch * kv_heads))
+
+
+def wave_efficiency(programs: int, sms: int) -> float:
+    """Busy share of the SMs when equal programs run one per SM, in waves.
+
+    ``ceil(programs / sms)`` waves, the last one partly idle: the efficiency
+    ``programs / (sms ceil(programs / sms))`` by which FlashAttention-2's
+    ``num_splits_heuristic`` scores a number of chunks.
+
+    Args:
+        programs: ``B G n`` programs of one step.
+        sms: streaming multiprocessors of the GPU.
+
+    Returns:
+        A share in ``(0, 1]``.
+
+    Raises:
+        ValueError: an argument is not a positive integer.
+    """
+    _positive(programs=programs, sms=sms)
+    return programs / (sms * -(-programs // sms))
+
+
+def split_step_time(batch: int, kv_heads: int, sms: int, n_splits: int) -> float:
+    """Time of a split-KV step relative to one chunk per sequence, in a wave model.
+
+    A model, not a measurement: a program's time is proportional to its chunk,
+    ``S / n``, an SM runs one program at a time and the merge is neglected, so the
+    step takes ``ceil(B G n / SMs) / n`` of the unsplit step's waves.
+
+    Args:
+        batch: ``B``, sequences decoded together.
+        kv_heads: ``G``, one program per key/value head and chunk.
+        sms: streaming multiprocessors of the GPU.
+        n_splits: ``n``, chunks of each sequence's cache.
+
+    Returns:
+        The step's time over that of ``n = 1``.
+
+    Raises:
+        ValueError: an argument is not a positive integer.
+    """
+    _positive(batch=batch, kv_heads=kv_heads, sms=sms, n_splits=n_splits)
+    waves = -(-batch * kv_heads * n_splits // sms)
+    return waves / n_splits / -(-batch * kv_heads // sms)
+
+
+def splits_by_efficiency(
+    batch: int, kv_heads: int, sms: int, max_splits: int = 128
+) -> int:
+    """Chunks FlashAttention-2's heuristic picks: the fewest within 85% of the best.
+
+    Its ``num_splits_heuristic`` keeps one chunk when ``B G`` programs fill 80% of
+    the SMs; otherwise it takes the smallest ``n`` whose :func:`wave_efficiency`
+    is at least 0.85 of the best over ``n <= max_splits`` (the kernel also caps
+    ``n`` by the cache's key blocks, which this count leaves out).
+
+    Args:
+        batch: ``B``, sequences decoded together.
+        kv_heads: ``G``.
+        sms: streaming multiprocessors of the GPU.
+        max_splits: largest ``n`` considered.
+
+    Returns:
+        The number of chunks.
+
+    Raises:
+        ValueError: an argument is not a positive integer.
+    """
+    _positive(batch=batch, kv_heads=kv_heads, sms=sms, max_splits=max_splits)
+    programs = batch * kv_heads
+    if programs >= FA2_FULL * sms:
+        return 1
+    counts = range(1, min(max_splits, sms) + 1)
+    eff = {n: wave_efficiency(programs * n, sms) for n in counts}
+    return min(n for n in counts if eff[n] >= FA2_SHARE * max(eff.values()))
+
+
+def split_kv_figure(batch: int, kv_heads: int, sms: int, max_splits: int) -> Figure:
+    """Wave efficiency and modelled step time against the number of chunks.
+
+    Args:
+        batch: ``B``, sequences decoded together.
+        kv_heads: ``G``.
+        sms: streaming multiprocessors of the GPU.
+        max_splits: largest number of chunks drawn.
+
+    Returns:
+        Two panels sharing the chunk axis, with the counts of
+        :func:`splits_to_fill` and :func:`splits_by_efficiency` marked.
+
+    Raises:
+        ValueError: an argument is not a positive integer.
+    """
+    from matplotlib.figure import Figure
+
+    _positive(batch=batch, kv_heads=kv_heads, sms=sms, max_splits=max_splits)
+    counts = list(range(1, max_splits + 1))
+    eff = [wave_efficiency(batch * kv_heads * n, sms) for n in counts]
+    time = [split_step_time(batch, kv_heads, sms, n) for n in counts]
+    fig = Figure(figsize=(6, 4.2), layout="constrained")
+    top, bottom = fig.subplots(2, 1, sharex=True)
+    top.step(counts, eff, where="mid")
+    top.set_ylabel("busy share of SMs")
+    top.set_ylim(0, 1.05)
+    bottom.plot(counts, time, ".-")
+    bottom.set_yscale("log")
+    bottom.set_ylabel("step time / unsplit")
+    bottom.set_xlabel("chunks per sequence, n")
+    marks = (
+        (splits_to_fill(batch, kv_heads, sms), ":", "every SM has a program", 0.08),
+        (
+            splits_by_efficiency(batch, kv_heads, sms, max_splits),
+            "--",
+            "FlashAttention's pick",
+            0.2,
+        ),
+    )
+    for n, style, label, y in marks:
+        for ax in (top, bottom):
+            ax.axvline(n, color="gray", linestyle=style, linewidth=0.9)
+        top.annotate(label, (n + 0.4, y), fontsize=7)
+    for ax in (top, bottom):
+        ax.grid(True, which="both", alpha=0.3)
+    return fig

@@ -147,6 +147,7 @@ class Transformer(nn.Module):
                 f"caches has {len(caches)} entries, the model has "
                 f"{len(self.blocks)} layers"
             )
+        # region forward (the tokens and caches are checked above)
         x = self.embed(tokens)  # (B, T, d)
         if self.pos_embed is not None:
             start = 0 if caches is None else caches[0].length

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from matplotlib.figure import Figure
+
 from aiinfra.models import (
     kv_cache_size,
 )
@@ -30,6 +32,11 @@ def deepseek_mha_width() -> int:
 def kv_cache_table() -> Table:
     """KV cache per token of released models, formula and measured."""
     return kv_cache_size.kv_cache_table()
+
+
+def kv_cache_figure() -> Figure:
+    """KiB cached per token of released models, against MHA with the same heads."""
+    return kv_cache_size.kv_cache_figure()
 
 
 def llama_kv_kib_per_token() -> float:

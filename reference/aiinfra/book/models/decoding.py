@@ -75,3 +75,50 @@ def llama_splits_to_fill() -> int:
 def llama_kv_heads() -> int:
     """Key/value heads of Llama 3 8B."""
     return preset(LLAMA).n_kv_heads
+
+
+MAX_SPLITS = 40  # chunks drawn in the split-KV figure: past 2 x 17, the waves repeat
+
+
+def split_kv_figure() -> Figure:
+    """Wave efficiency and modelled step time against chunks, Llama 3 8B, H100."""
+    return split_kv.split_kv_figure(1, llama_kv_heads(), h100_sms(), MAX_SPLITS)
+
+
+def llama_fill_programs() -> int:
+    """Programs of one Llama 3 8B sequence split into llama_splits_to_fill chunks."""
+    return llama_kv_heads() * llama_splits_to_fill()
+
+
+def llama_splits_by_efficiency() -> int:
+    """Chunks FlashAttention-2's heuristic picks for one Llama 3 8B sequence."""
+    return split_kv.splits_by_efficiency(1, llama_kv_heads(), h100_sms())
+
+
+def llama_efficiency_at_heuristic() -> float:
+    """Wave efficiency of the heuristic's chunk count, one sequence, H100."""
+    n = llama_splits_by_efficiency()
+    return split_kv.wave_efficiency(llama_kv_heads() * n, h100_sms())
+
+
+def llama_time_at_fill() -> float:
+    """Modelled step time at llama_splits_to_fill chunks, over the unsplit step."""
+    return split_kv.split_step_time(
+        1, llama_kv_heads(), h100_sms(), llama_splits_to_fill()
+    )
+
+
+def llama_time_one_wave() -> float:
+    """Modelled step time at the most chunks that fit one wave, over unsplit."""
+    n = h100_sms() // llama_kv_heads()
+    return split_kv.split_step_time(1, llama_kv_heads(), h100_sms(), n)
+
+
+def llama_chunks_one_wave() -> int:
+    """The most chunks of one Llama 3 8B sequence that run in one H100 wave."""
+    return h100_sms() // llama_kv_heads()
+
+
+def fa2_share() -> float:
+    """Share of the best wave efficiency FlashAttention-2's heuristic accepts."""
+    return split_kv.FA2_SHARE

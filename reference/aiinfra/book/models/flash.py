@@ -41,6 +41,11 @@ def backward_matmul_table() -> Table:
     return kernel_matmuls.backward_table()
 
 
+def backward_matmul_figure() -> Figure:
+    """Products per tile of a training step, stacked by pass, per design."""
+    return kernel_matmuls.backward_figure()
+
+
 def backward_products_one_kernel() -> int:
     """Products per tile of tiled_backward (one kernel, dQ accumulated)."""
     return kernel_matmuls.backward_matmuls()["one kernel"]
