@@ -152,9 +152,26 @@ def cost_formula_table() -> Table:
     return cost.cost_formula_table(p=8, n=16 * MIB, link="nvlink")
 
 
+CROSSOVER_RANKS = 16  # p of the crossover figure
+CROSSOVER_NODE_RANKS = 8  # ranks per node of its hierarchical algorithm
+CROSSOVER_LINK = "ib400"  # its network between nodes
+
+
 def crossover_figure() -> Figure:
     """Time against size at 16 ranks of ib400: where the algorithms cross."""
-    return figures.crossover_figure(p=16, link="ib400")
+    return figures.crossover_figure(
+        p=CROSSOVER_RANKS, link=CROSSOVER_LINK, local_size=CROSSOVER_NODE_RANKS
+    )
+
+
+def crossover_link_gbits() -> float:
+    """The crossover figure's network bandwidth, Gb/s (1/beta in bits)."""
+    return 8 / cost.LINKS[CROSSOVER_LINK].beta / 1e9
+
+
+def crossover_nodes() -> int:
+    """Nodes of the crossover figure's hierarchical algorithm."""
+    return CROSSOVER_RANKS // CROSSOVER_NODE_RANKS
 
 
 def crossover_table() -> Table:
