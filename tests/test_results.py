@@ -73,8 +73,15 @@ def test_a_missing_file_names_the_command_that_writes_it(tmp_path, monkeypatch):
 
 def test_nox_gets_one_command_per_kind_and_machine():
     cpu = results.commands()
-    assert [c[2] for c in cpu] == ["collectives", "ddp", "zero", "attention"]
+    assert [c[2] for c in cpu] == [
+        "collectives",
+        "collectives",
+        "ddp",
+        "zero",
+        "attention",
+    ]
     outs = [c[c.index("--out") + 1] for c in cpu]
+    assert outs[1].endswith("ring-gloo.json") and "--repeats" in cpu[1]
     assert all(o.endswith(("-gloo.json", "-cpu.json")) for o in outs)
     gpu = results.commands(results.GPU_RUNS)
     assert [c[2] for c in gpu] == ["attention", "ddp"]

@@ -61,6 +61,16 @@ KINDS: dict[str, Kind] = {
             "nccl": ("--backend", "nccl", "--world-size", "8"),  # one 8-GPU node
         },
     ),
+    # Our ring against gloo's at one size, five paired runs (bandwidth.rst).
+    "ring": Kind(
+        "ring",
+        (
+            *("aiinfra", "bench", "collectives", "--collectives", "all_reduce"),
+            *("--algorithms", "ring,ring_pipelined,torch", "--repeats", "5"),
+            *("--min-bytes", "16M", "--max-bytes", "16M"),
+        ),
+        {"gloo": ("--backend", "gloo", "--world-size", "4")},
+    ),
     "ddp": Kind(
         "ddp",
         ("aiinfra", "bench", "ddp"),

@@ -33,7 +33,16 @@ def _sweep_then_broken(config):
         warmup=0,
         iters=1,
     )
-    return rows, bench.bench_rank(broken)
+    paired = bench.BenchConfig(
+        collectives=("all_reduce",),
+        algorithms=("ring", "torch"),
+        min_bytes=4096,
+        max_bytes=4096,
+        warmup=0,
+        iters=1,
+        repeats=3,
+    )
+    return rows, bench.bench_rank(broken), bench.bench_rank(paired)
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +51,7 @@ def tiny_run():
 
 
 def test_every_algorithm_matches_torch_on_a_tiny_sweep(tiny_run):
-    (rows, _), (rows_1, _) = tiny_run
+    (rows, _, _), (rows_1, _, _) = tiny_run
     assert rows == rows_1  # times and #wrong are agreed over the ranks
     expected = {(c, a) for c, algs in bench.ALGORITHMS.items() for a in algs}
     assert {(r["collective"], r["algorithm"]) for r in rows} == expected
@@ -54,10 +63,20 @@ def test_every_algorithm_matches_torch_on_a_tiny_sweep(tiny_run):
 
 
 def test_a_broken_algorithm_is_counted_wrong(tiny_run):
-    (_, broken), _ = tiny_run
+    (_, broken, _), _ = tiny_run
     assert [(r["algorithm"], r["size"], r["wrong"]) for r in broken] == [
         ("broken", 4096, 3)
     ]
+
+
+def test_repeats_time_the_algorithms_in_turn_and_keep_the_median(tiny_run):
+    (_, _, paired), _ = tiny_run
+    assert [r["algorithm"] for r in paired] == ["ring", "torch"]
+    for r in paired:
+        runs = r["runs_us"]
+        assert len(runs) == 3 and all(t > 0 for t in runs)
+        assert r["time_us"] == sorted(runs)[1]  # the median of three
+        assert "runs_us" not in tiny_run[0][0][0]  # one run: no list
 
 
 def test_rows_table_has_nccl_tests_columns(tiny_run):
@@ -82,6 +101,7 @@ def test_sizes_double_from_min_to_max():
         ({"min_bytes": 4096, "max_bytes": 1024}, "max_bytes must be >= 4096"),
         ({"iters": 0}, "iters must be >= 1"),
         ({"warmup": -1}, "warmup must be >= 0"),
+        ({"repeats": 0}, "repeats must be >= 1"),
     ],
 )
 def test_bench_config_rejects_bad_fields(kwargs, match):

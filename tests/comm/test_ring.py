@@ -74,6 +74,31 @@ def ring_checks(groups) -> list[str]:
                 expect(
                     failures, torch.equal(out.view(-1), expected), f"in-place {what}"
                 )
+        # Pipelined: each chunk cut into pieces, more pieces than elements included.
+        for segments in (2, 3, 8):
+            for n in (1, 13, 4 * p + 1):
+                for dtype, op in ((torch.float64, "sum"), (torch.int32, "max")):
+                    x = ((torch.arange(n, device=device) * (r + 2)) % 30).to(dtype)
+                    expected = x.clone()
+                    dist.all_reduce(expected, DIST_OPS[op], group=g)
+                    ring_all_reduce(x, op, g, segments=segments)
+                    what = f"ring_all_reduce segments={segments} n={n} {op} {name}"
+                    expect(failures, torch.equal(x, expected), what)
+            for m in (1, 5):
+                what = f"ring_reduce_scatter segments={segments} m={m} {name}"
+                x = ((torch.arange(p * m, device=device) * (r + 2)) % 30).double()
+                expected = x.new_empty(m)
+                dist.reduce_scatter_single(expected, x.clone(), group=g)
+                out = x.new_empty(m)
+                ring_reduce_scatter(out, x, "sum", g, segments=segments)
+                expect(failures, torch.equal(out, expected), what)
+                what = f"ring_all_gather segments={segments} m={m} {name}"
+                x = rank_input(r, m, torch.float64, "sum").to(device)
+                expected = x.new_empty(p * m)
+                dist.all_gather_single(expected, x, group=g)
+                out = x.new_empty(p * m)
+                ring_all_gather(out, x, g, segments=segments)
+                expect(failures, torch.equal(out, expected), what)
     return failures
 
 

@@ -132,6 +132,20 @@ CASES += [
         "output must be a torch.Tensor",
         id="all_gather-str",
     ),
+    *[
+        pytest.param(
+            _plain(fn, *tensors, segments=bad),
+            ValueError,
+            r"segments must be an integer >= 1, got " + str(bad).replace(".", r"\."),
+            id=f"{fn.__name__}-segments-{bad}",
+        )
+        for fn, tensors in [
+            (ring_all_reduce, (ones(4),)),
+            (ring_reduce_scatter, (ones(2), ones(2))),
+            (ring_all_gather, (ones(2), ones(2))),
+        ]
+        for bad in (0, -2, 1.5, True)
+    ],
     pytest.param(
         _plain(binomial_broadcast, ones(3), 1),
         ValueError,

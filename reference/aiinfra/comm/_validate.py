@@ -92,6 +92,12 @@ def group_rank_and_size(group: dist.ProcessGroup | None) -> tuple[int, int]:
     return rank, dist.get_world_size(group)
 
 
+def check_segments(segments: Any) -> None:
+    """Raise ValueError unless ``segments`` (pieces per chunk) is an integer >= 1."""
+    if isinstance(segments, bool) or not isinstance(segments, int) or segments < 1:
+        raise ValueError(f"segments must be an integer >= 1, got {segments!r}")
+
+
 def check_root(root: Any, name: str, p: int) -> None:
     """Check that a root rank (``src``, ``dst``) is a group rank in ``[0, p)``.
 

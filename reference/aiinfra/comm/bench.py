@@ -3,21 +3,21 @@
 nccl-tests (NVIDIA) times a collective over a sweep of message sizes and prints the
 time, the algorithm and bus bandwidths (algbw, busbw; see
 :mod:`aiinfra.comm.results`) and #wrong, the elements that differ from the expected
-result. This does the same for each
-algorithm of :mod:`aiinfra.comm` and for torch.distributed's own implementation of
-that collective, on gloo (CPU) or NCCL (one GPU per rank). Once per size, each
-algorithm's output is compared with torch's for the same input (small integers, so
-every order of summation is exact). Then a barrier, ``warmup`` untimed calls and
-``iters`` calls between two ``perf_counter`` reads (after a device synchronize) give
-the time per call; the slowest rank's time is reported. S is the whole buffer: the
-all-reduce, broadcast and reduce vector, the reduce-scatter input, the all-gather
-output, the all-to-all send buffer.
+result. This does the same for each algorithm of :mod:`aiinfra.comm` and for
+torch.distributed's own implementation of that collective, on gloo (CPU) or NCCL (one
+GPU per rank). Once per size, each algorithm's output is compared with torch's for the
+same input (small integers, so every order of summation is exact). Then a barrier,
+``warmup`` untimed calls and ``iters`` calls between two ``perf_counter`` reads (after a
+device synchronize) give the time per call; the slowest rank's time is reported. The
+size is the whole buffer: the all-reduce, broadcast and reduce vector, the
+reduce-scatter input, the all-gather output, the all-to-all send buffer.
 """
 
 from __future__ import annotations
 
 import datetime
 import os
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,11 +32,13 @@ from aiinfra import comm
 from aiinfra.comm.results import algbw, busbw
 from aiinfra.distributed import run_distributed
 
+PIPELINE_SEGMENTS = 2  # pieces per chunk of the pipelined ring (gloo uses >= 2)
 # collective -> algorithm -> function. Ours mirror torch.distributed's signatures, so
 # one call shape per collective serves both (see _bind).
 ALGORITHMS: dict[str, dict[str, Callable[..., Any]]] = {
     "all_reduce": {
         "ring": comm.ring_all_reduce,
+        "ring_pipelined": partial(comm.ring_all_reduce, segments=PIPELINE_SEGMENTS),
         "recursive_doubling": comm.recursive_doubling_all_reduce,
         "rabenseifner": comm.rabenseifner_all_reduce,
         "hierarchical": comm.hierarchical_all_reduce,
@@ -65,13 +67,16 @@ class BenchConfig:
     Args:
         collectives: keys of :data:`ALGORITHMS`.
         algorithms: algorithm names to keep, e.g. ``("ring", "torch")``; empty: all.
-        min_bytes: smallest size S in bytes; sizes double up to ``max_bytes``.
-        max_bytes: largest size S in bytes, >= ``min_bytes``.
+        min_bytes: smallest size in bytes; sizes double up to ``max_bytes``.
+        max_bytes: largest size in bytes, >= ``min_bytes``.
         dtype: element type, one of :data:`DTYPES`.
         warmup: untimed calls per size (connections, caches, allocator).
         iters: timed calls per size, >= 1.
         local_size: ranks per simulated node for the hierarchical all-reduce; 0
             means half the world if its size is even, else all of it.
+        repeats: timings per algorithm and size, >= 1, taken in turn (every
+            algorithm of a size once, then again): a row's time is the median, and
+            ``runs_us`` keeps each, so two algorithms compare run by run (paired).
     """
 
     collectives: tuple[str, ...] = tuple(ALGORITHMS)
@@ -82,6 +87,7 @@ class BenchConfig:
     warmup: int = 5
     iters: int = 20
     local_size: int = 0
+    repeats: int = 1
 
     def __post_init__(self) -> None:
         if not self.collectives or set(self.collectives) - set(ALGORITHMS):
@@ -97,7 +103,7 @@ class BenchConfig:
             )
         if self.dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {DTYPES}, got {self.dtype!r}")
-        lows = {"min_bytes": 1, "warmup": 0, "iters": 1, "local_size": 0}
+        lows = {"min_bytes": 1, "warmup": 0, "iters": 1, "local_size": 0, "repeats": 1}
         for name, low in (lows | {"max_bytes": self.min_bytes}).items():
             if getattr(self, name) < low:
                 raise ValueError(f"{name} must be >= {low}, got {getattr(self, name)}")
@@ -117,7 +123,7 @@ class BenchConfig:
 def _buffers(
     collective: str, count: int, dtype: torch.dtype, device: torch.device
 ) -> tuple[Tensor, Tensor]:
-    """The input and output buffers of ``collective`` for S = count elements.
+    """The input and output buffers of ``collective`` for a size of ``count`` elements.
 
     The input holds small integers, so every order of summation is exact.
     """
@@ -161,32 +167,51 @@ def _seconds(
 
 
 def _measure(
-    collective: str, alg: str, count: int, config: BenchConfig, ctx: dict
-) -> dict[str, Any]:
-    """One row: check ``alg`` once against torch's result, then time it."""
+    collective: str, algs: list[str], count: int, config: BenchConfig, ctx: dict
+) -> list[dict[str, Any]]:
+    """One row per algorithm at one size: each checked against torch, then timed.
+
+    The algorithms take turns ``config.repeats`` times, so a slow moment of the
+    machine falls on all of them rather than on one.
+    """
     device, dtype = ctx["device"], getattr(torch, config.dtype)
     inp, out = _buffers(collective, count, dtype, device)
     start = inp if collective in IN_PLACE else out  # the output buffer's first value
-    ref, got = start.clone(), start.clone()
+    ref = start.clone()
     _bind(collective, "torch", inp, ref, ctx)()  # the expected result
-    _bind(collective, alg, inp, got, ctx)()
     defined = collective != "reduce" or dist.get_rank() == 0  # reduce fills the root
-    wrong = (got != ref).sum() * defined  # () int64
-    dist.all_reduce(wrong)  # #wrong over all ranks
-    out.zero_()  # zeros keep repeated in-place sums finite while timed
-    seconds = _seconds(_bind(collective, alg, inp, out, ctx), config, device)
+    wrong = {}
+    for alg in algs:
+        got = start.clone()
+        _bind(collective, alg, inp, got, ctx)()
+        wrong[alg] = (got != ref).sum() * defined  # () int64
+        dist.all_reduce(wrong[alg])  # #wrong over all ranks
+    runs: dict[str, list[float]] = {alg: [] for alg in algs}
+    for _ in range(config.repeats):
+        for alg in algs:
+            out.zero_()  # zeros keep repeated in-place sums finite while timed
+            runs[alg].append(
+                _seconds(_bind(collective, alg, inp, out, ctx), config, device)
+            )
     size, p = count * dtype.itemsize, dist.get_world_size()
-    return {
-        "collective": collective,
-        "algorithm": alg,
-        "size": size,
-        "count": count,
-        "dtype": config.dtype,
-        "time_us": round(seconds * 1e6, 3),
-        "algbw": round(algbw(size, seconds), 4),
-        "busbw": round(busbw(collective, size, seconds, p), 4),
-        "wrong": int(wrong.item()),
-    }
+    rows = []
+    for alg in algs:
+        seconds = statistics.median(runs[alg])
+        row = {
+            "collective": collective,
+            "algorithm": alg,
+            "size": size,
+            "count": count,
+            "dtype": config.dtype,
+            "time_us": round(seconds * 1e6, 3),
+            "algbw": round(algbw(size, seconds), 4),
+            "busbw": round(busbw(collective, size, seconds, p), 4),
+            "wrong": int(wrong[alg].item()),
+        }
+        if config.repeats > 1:
+            row["runs_us"] = [round(t * 1e6, 3) for t in runs[alg]]
+        rows.append(row)
+    return rows
 
 
 def bench_rank(config: BenchConfig) -> list[dict[str, Any]]:
@@ -209,7 +234,8 @@ def bench_rank(config: BenchConfig) -> list[dict[str, Any]]:
             count = size // getattr(torch, config.dtype).itemsize
             if collective in ("reduce_scatter", "all_gather", "all_to_all"):
                 count -= count % p  # p equal blocks, as nccl-tests rounds
-            rows += [_measure(collective, a, count, config, ctx) for a in algs if count]
+            if count:
+                rows += _measure(collective, algs, count, config, ctx)
     return rows
 
 

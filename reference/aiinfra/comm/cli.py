@@ -28,8 +28,8 @@ def add_bench_collectives(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
     add("--world-size", type=int_at_least(1), default=4, help="ranks (default 4)")
     add("--backend", choices=("gloo", "nccl"), default="gloo")
-    add("--min-bytes", type=size, default=1024, help="smallest S (default 1K)")
-    add("--max-bytes", type=size, default=16 * 2**20, help="largest S (16M)")
+    add("--min-bytes", type=size, default=1024, help="smallest size (default 1K)")
+    add("--max-bytes", type=size, default=16 * 2**20, help="largest size (16M)")
     add(
         "--collectives",
         type=names(list(bench.ALGORITHMS)),
@@ -50,6 +50,12 @@ def add_bench_collectives(parser: argparse.ArgumentParser) -> None:
         type=int_at_least(0),
         default=0,
         help="ranks per node of the hierarchical all-reduce (0: half)",
+    )
+    add(
+        "--repeats",
+        type=int_at_least(1),
+        default=1,
+        help="timings per size, algorithms in turn; the row keeps the median",
     )
     add("--timeout", type=int_at_least(1), default=1800, help="seconds in all")
     add("--json", action="store_true", help="print JSON instead of a table")

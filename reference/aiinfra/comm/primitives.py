@@ -43,6 +43,40 @@ def combine_(acc: Tensor, other: Tensor, op: str) -> Tensor:
     return REDUCE_FNS[op](acc, other, out=acc)
 
 
+def isendrecv(
+    send: Tensor,
+    dst: int,
+    recv: Tensor,
+    src: int,
+    group: dist.ProcessGroup | None = None,
+) -> list[dist.Work]:
+    """Post the send of ``send`` to ``dst`` and the receive of ``recv`` from ``src``.
+
+    The non-blocking half of :func:`sendrecv`: returns at once with the handles to
+    wait on; until they are done, ``send`` must not be written nor ``recv`` read. An
+    empty tensor is not sent: both ends know every message length from the same size
+    arithmetic, so the receiver skips it too.
+
+    Args:
+        send: contiguous tensor to send.
+        dst: group rank that receives ``send``.
+        recv: contiguous tensor to fill; same dtype as the sender's tensor.
+        src: group rank whose tensor lands in ``recv``.
+        group: process group; ``None`` means the default (world) group.
+
+    Returns:
+        The work handles (none when both tensors are empty).
+    """
+    # region paired-send-receive
+    ops = []
+    if send.numel() > 0:
+        ops.append(dist.P2POp(dist.isend, send, group=group, group_peer=dst))
+    if recv.numel() > 0:
+        ops.append(dist.P2POp(dist.irecv, recv, group=group, group_peer=src))
+    return dist.batch_isend_irecv(ops) if ops else []
+    # endregion
+
+
 def sendrecv(
     send: Tensor,
     dst: int,
@@ -52,25 +86,9 @@ def sendrecv(
 ) -> None:
     """Send ``send`` to rank ``dst`` while receiving ``recv`` from rank ``src``.
 
-    Both transfers are in flight at once and the call returns when both are done, so
-    ``send`` may be overwritten and ``recv`` read right after. An empty tensor is not
-    sent: both ends know every message length from the same size arithmetic, so the
-    receiver skips it too.
-
-    Args:
-        send: contiguous tensor to send.
-        dst: group rank that receives ``send``.
-        recv: contiguous tensor to fill; same dtype as the sender's tensor.
-        src: group rank whose tensor lands in ``recv``.
-        group: process group; ``None`` means the default (world) group.
+    Both transfers are in flight at once (:func:`isendrecv`) and the call returns
+    when both are done, so ``send`` may be overwritten and ``recv`` read right after.
+    Arguments as :func:`isendrecv`.
     """
-    # region paired-send-receive
-    ops = []
-    if send.numel() > 0:
-        ops.append(dist.P2POp(dist.isend, send, group=group, group_peer=dst))
-    if recv.numel() > 0:
-        ops.append(dist.P2POp(dist.irecv, recv, group=group, group_peer=src))
-    if ops:
-        for work in dist.batch_isend_irecv(ops):
-            work.wait()
-    # endregion
+    for work in isendrecv(send, dst, recv, src, group):
+        work.wait()
