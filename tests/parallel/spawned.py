@@ -4,7 +4,8 @@ Starting ranks costs seconds each (every rank imports torch), so ``test_ddp`` an
 ``test_zero`` share one spawn of 4 gloo ranks, cached for the session: the checks run
 on the world (N = 4) and, side by side, on the pairs [0, 2] and [1, 3] (N = 2, group
 ranks differing from global ranks). The spawned function returns plain numbers and
-strings; the tests assert on them. The NCCL tests (``test_nccl``) run the very same
+strings; the tests assert on them. The ZeRO checks live in :mod:`spawned_zero`.
+The NCCL tests (``test_nccl``) run the very same
 :func:`ddp_checks` and :func:`zero_checks` on the GPUs present: only the device that
 :func:`~aiinfra.distributed.rank_device` returns differs.
 """
@@ -21,25 +22,15 @@ from aiinfra.parallel.ddp_bucketed import BucketedDDP
 from aiinfra.parallel.ddp_naive import NaiveDDP
 from aiinfra.parallel.token_loss import global_token_count, token_mean_loss
 from aiinfra.parallel.toy import mlp, rank_share, regression_batches
-from aiinfra.parallel.zero_compare import ADAMW, STAGES
-from aiinfra.parallel.zero_compare import WIDTHS as ZERO_WIDTHS
-from aiinfra.parallel.zero_memory import MEMORY_WIDTHS, measure_stages
 from torch import nn
 
+from tests.parallel.spawned_zero import BATCH, STEPS, zero_checks
+from tests.parallel.spawned_zero import flat as _flat
+from tests.parallel.spawned_zero import max_diff as _max_diff
 from tests.shared_spawn import shared_results
 
-STEPS = 5
-BATCH = 24  # divisible by 2 and 4 ranks, and by 3 micro-batches per rank
 WIDTHS = (6, 16, 16, 3)  # DDP's model: 435 parameters in 6 tensors
 DDP_KINDS = ["naive", "bucketed-64", "bucketed-600", "bucketed-1000000", "torch"]
-
-
-def _max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
-    return (a - b).abs().max().item()
-
-
-def _flat(params) -> torch.Tensor:
-    return torch.cat([p.detach().flatten() for p in params])
 
 
 def _batches(device: torch.device) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -221,53 +212,6 @@ def ddp_checks(group: dist.ProcessGroup | None) -> dict:
         with contextlib.nullcontext() if i == 2 else ddp.no_sync():
             nn.functional.mse_loss(ddp(xm), ym).backward()
     out["sent"]["BucketedDDP, k=3"] = ddp.comm.paper_elements()
-    return out
-
-
-def _train_zero(stage, group, device, micro=1):
-    rank, n_ranks = dist.get_rank(group), dist.get_world_size(group)
-    model = mlp(ZERO_WIDTHS, seed=rank, device=device)  # the broadcast fixes it
-    zero = STAGES[stage](model, group, **ADAMW)
-    data = regression_batches(STEPS, BATCH, ZERO_WIDTHS[0], ZERO_WIDTHS[-1])
-    for x, y in data:
-        x, y = rank_share(x, rank, n_ranks), rank_share(y, rank, n_ranks)
-        for xm, ym in zip(x.chunk(micro), y.chunk(micro), strict=True):
-            loss = nn.functional.mse_loss(model(xm.to(device)), ym.to(device))
-            (loss / micro).backward()
-        zero.step()
-        zero.zero_grad()
-    devices = {str(t.device) for u in zero.units for t in (u.data, u.grad)}
-    states = [t for s in zero.optimizer.state.values() for t in s.values()]
-    devices |= {str(t.device) for t in [zero.master, *states] if t.dim() > 0}
-    zero.sent = zero.comm.paper_elements()  # the steps' traffic, before the gather
-    return _flat(zero.full_parameters()), zero, devices
-
-
-def zero_checks(group: dist.ProcessGroup | None) -> dict:
-    """ZeRO stages 1-3 against single-process AdamW; units; bytes and traffic."""
-    device = rank_device(group)
-    data = regression_batches(STEPS, BATCH, ZERO_WIDTHS[0], ZERO_WIDTHS[-1])
-    reference = mlp(ZERO_WIDTHS, device=device)
-    optimizer = torch.optim.AdamW(reference.parameters(), **ADAMW)
-    for x, y in data:
-        nn.functional.mse_loss(reference(x.to(device)), y.to(device)).backward()
-        optimizer.step()
-        optimizer.zero_grad()
-    expected = _flat(reference.parameters())
-    out = {"to_one_process": {}, "devices": {}, "units": None}
-    out["traffic"] = {}  # elements per rank per step / Psi_pad, k micro-batches
-    for stage in STAGES:
-        ours, zero, devices = _train_zero(stage, group, device)
-        out["to_one_process"][str(stage)] = _max_diff(ours, expected)
-        out["devices"][str(stage)] = sorted(devices)
-        out["units"] = [(u.numel, u.padded_numel, u.shard_numel) for u in zero.units]
-        padded = sum(u.padded_numel for u in zero.units)
-        out["traffic"][f"{stage}/k=1"] = zero.sent / STEPS / padded
-        # Gradient accumulation: 3 micro-batches before each step.
-        ours, zero, _ = _train_zero(stage, group, device, micro=3)
-        out["to_one_process"][f"{stage}+accumulation"] = _max_diff(ours, expected)
-        out["traffic"][f"{stage}/k=3"] = zero.sent / STEPS / padded
-    out["memory"] = measure_stages(MEMORY_WIDTHS, group)
     return out
 
 

@@ -6,8 +6,10 @@ per step). Ground truth for memory and traffic: Rajbhandari et al. 2020 ("ZeRO")
 Fig. 1 (model states per rank, (2 + 2 + K) Psi with K = 12 partitioned stage by stage)
 and Sec. 7 (2 Psi elements per rank per step for stages 1-2, 3 Psi for stage 3).
 Ground truth for AdamW itself: Loshchilov & Hutter 2019, "Decoupled Weight Decay
-Regularization", Algorithm 2. The rank side is :mod:`spawned`'s one 4-rank spawn,
-shared with ``test_ddp``: N = 4 (the world) and N = 2 (the pairs [0, 2], [1, 3]).
+Regularization", Algorithm 2, with the global-norm clipping of Pascanu et al. 2013
+(``torch.nn.utils.clip_grad_norm_``) and no decay on biases, written out by hand.
+The rank side is :mod:`spawned`'s one 4-rank spawn, shared with ``test_ddp``:
+N = 4 (the world) and N = 2 (the pairs [0, 2], [1, 3]).
 """
 
 import math
@@ -16,11 +18,21 @@ import pytest
 import torch
 from aiinfra.memory.model_states import zero_model_states_bytes
 from aiinfra.parallel.toy import mlp, regression_batches
-from aiinfra.parallel.zero1 import Zero1, module_units
+from aiinfra.parallel.zero1 import FlatUnit, Zero1, module_units
 from aiinfra.parallel.zero2 import Zero2
 from aiinfra.parallel.zero3 import Zero3
-from aiinfra.parallel.zero_compare import ADAMW, WIDTHS, train_one_process
+from aiinfra.parallel.zero_compare import (
+    ADAMW,
+    MAX_GRAD_NORM,
+    WIDTHS,
+    train_one_process,
+)
 from aiinfra.parallel.zero_memory import memory_table, traffic_table, zero_traffic
+from aiinfra.parallel.zero_optim import (
+    clip_grad_norm_shards_,
+    decay_groups,
+    decay_mask,
+)
 from torch import nn
 
 from tests.parallel.spawned import gloo_results
@@ -167,7 +179,7 @@ def test_memory_table_puts_measured_bytes_beside_the_formula(results, group, n):
     for row in table.rows:
         assert row[col["measured (B)"]] == row[col["formula at Psi_pad (B)"]]
         assert row[col["sent / Psi_pad"]] == row[col["paper: sent / Psi"]]
-    assert f"N = {n} gloo ranks" in table.stamp
+    assert f"N_d = {n} gloo ranks" in table.stamp
 
 
 @pytest.mark.parametrize("cls", [Zero1, Zero2, Zero3])
@@ -202,10 +214,11 @@ def test_module_units_are_the_modules_that_own_parameters():
     assert [sum(p.numel() for p in ps) for _, ps in units] == UNITS
 
 
-def test_train_one_process_follows_adamw_algorithm_2():
-    # AdamW by Loshchilov & Hutter's Algorithm 2, written out: decoupled decay,
-    # bias-corrected moments. The losses of train_one_process are recorded before
-    # each step, so step t's loss shows the parameters after t - 1 updates.
+def test_train_one_process_follows_adamw_algorithm_2_with_clipping():
+    # AdamW by Loshchilov & Hutter's Algorithm 2, written out: decoupled decay on
+    # the weight matrices only, bias-corrected moments, after scaling the gradient
+    # by min(1, c / (||g|| + 1e-6)). The losses of train_one_process are recorded
+    # before each step, so step t's loss shows the parameters after t - 1 updates.
     batches = regression_batches(3, 4, WIDTHS[0], WIDTHS[-1])
     lr, (b1, b2), eps, wd = (
         ADAMW["lr"],
@@ -217,7 +230,7 @@ def test_train_one_process_follows_adamw_algorithm_2():
     params = [p.detach().clone().double() for p in model.parameters()]
     m = [torch.zeros_like(p) for p in params]
     v = [torch.zeros_like(p) for p in params]
-    expected = []
+    expected, expected_norms = [], []
     for t, (x, y) in enumerate(batches, start=1):
         for p, q in zip(model.parameters(), params, strict=True):
             p.data.copy_(q)  # evaluate the loss and gradient at our parameters
@@ -225,10 +238,101 @@ def test_train_one_process_follows_adamw_algorithm_2():
         loss = nn.functional.mse_loss(model(x), y)
         loss.backward()
         expected.append(loss.item())
-        for i, (p, q) in enumerate(zip(model.parameters(), params, strict=True)):
-            g = p.grad.double()
+        grads = [p.grad.double() for p in model.parameters()]
+        norm = math.sqrt(sum((g * g).sum().item() for g in grads))
+        expected_norms.append(norm)
+        scale = min(1.0, MAX_GRAD_NORM / (norm + 1e-6))
+        for i, (g, q) in enumerate(zip(grads, params, strict=True)):
+            g = g * scale
             m[i] = b1 * m[i] + (1 - b1) * g
             v[i] = b2 * v[i] + (1 - b2) * g * g
             m_hat, v_hat = m[i] / (1 - b1**t), v[i] / (1 - b2**t)
-            q.mul_(1 - lr * wd).sub_(lr * m_hat / (v_hat.sqrt() + eps))
-    assert train_one_process(WIDTHS, batches) == pytest.approx(expected, rel=1e-6)
+            decay = wd if q.dim() == 2 else 0.0  # biases are not decayed
+            q.mul_(1 - lr * decay).sub_(lr * m_hat / (v_hat.sqrt() + eps))
+    norms = []
+    assert train_one_process(WIDTHS, batches, norms) == pytest.approx(
+        expected, rel=1e-6
+    )
+    assert norms == pytest.approx(expected_norms, rel=1e-6)
+    assert min(norms) > MAX_GRAD_NORM  # clipping acted at every step
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("group", GROUPS)
+def test_zero_clipping_and_undecayed_biases_equal_adamw_groups_with_clip(
+    results, group
+):
+    # Ground truth: torch.optim.AdamW over two groups (biases weight_decay=0) and
+    # torch.nn.utils.clip_grad_norm_, one process, whole batch (spawned.py).
+    for r in results:
+        clip = r[group]["zero"]["clip"]
+        assert clip["max_norm"] == MAX_GRAD_NORM
+        reference = clip["reference_norms"]
+        assert min(reference) > MAX_GRAD_NORM  # every step was clipped
+        assert set(clip["diff"]) == {"1", "2", "3"}
+        for stage, diff in clip["diff"].items():
+            assert diff < ATOL, stage
+            assert clip["norms"][stage] == pytest.approx(reference, rel=1e-6), stage
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("group", GROUPS)
+def test_zero3_prefetch_equals_synchronous_and_no_reshard_sends_2_psi(results, group):
+    for r in results:
+        checks = r[group]["zero"]["prefetch"]
+        assert len(checks) == 3
+        for name, c in checks.items():
+            assert c["diff"] == 0.0, name  # the same sums, bitwise
+            # A gather in forward, one in backward unless kept, and a
+            # reduce-scatter per micro-batch: 3 k, or 2 k Psi_pad without the
+            # second gather.
+            assert c["traffic"] == (3 if c["reshard"] else 2) * c["k"], name
+            assert c["peak_in_flight"] == c["prefetch"], name
+
+
+def test_decay_mask_marks_weights_not_biases_or_padding():
+    model = mlp(WIDTHS)
+    layer = model[2]  # weight 9 x 7, bias 9: 72 elements, 4 ranks: S = 18
+    for rank in range(4):
+        unit = FlatUnit(layer, list(layer.parameters()), rank, 4, torch.float32)
+        mask = decay_mask([unit], 2, torch.device("cpu"))
+        # Element e of the padded buffer is a weight iff e < 63.
+        assert mask.tolist() == [18 * rank + i < 63 for i in range(18)]
+        assert decay_mask([unit], 0, torch.device("cpu")).tolist() == [
+            18 * rank + i < 72 for i in range(18)
+        ]  # decay all: every real element, never the padding
+    decay, no_decay = decay_groups(list(model.parameters()))
+    assert [p.shape for p in no_decay] == [(7,), (9,), (3,)]
+    assert len(decay) == 3
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, float("nan"), float("inf"), True, "1"])
+def test_clipping_rejects_a_bad_max_norm_before_any_collective(bad):
+    with pytest.raises(ValueError, match="max_grad_norm must be None or a finite"):
+        Zero1(mlp(WIDTHS), max_grad_norm=bad)
+    with pytest.raises(ValueError, match="max_norm must be"):
+        clip_grad_norm_shards_(torch.ones(3), bad, comm=None)
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True, None])
+def test_weight_decay_groups_reject_a_bad_no_decay_ndim(bad):
+    with pytest.raises(ValueError, match="no_decay_ndim must be an int >= 0"):
+        Zero2(mlp(WIDTHS), no_decay_ndim=bad)
+    with pytest.raises(ValueError, match="no_decay_ndim"):
+        decay_groups(list(mlp(WIDTHS).parameters()), bad)
+    with pytest.raises(ValueError, match="no_decay_ndim"):
+        decay_mask([], bad, torch.device("cpu"))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"prefetch": -1}, "prefetch must be an int >= 0"),
+        ({"prefetch": 1.0}, "prefetch must be an int >= 0"),
+        ({"prefetch": True}, "prefetch must be an int >= 0"),
+        ({"reshard_after_forward": 0}, "reshard_after_forward must be a bool"),
+    ],
+)
+def test_zero3_rejects_bad_prefetch_options_before_any_collective(kwargs, match):
+    with pytest.raises(ValueError, match=match):  # no process group exists here
+        Zero3(mlp(WIDTHS), **kwargs)

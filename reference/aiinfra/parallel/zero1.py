@@ -1,16 +1,17 @@
-"""ZeRO stage 1 (P_os): each rank keeps the optimizer states of 1/N of the parameters.
+"""ZeRO stage 1 (P_os): each rank keeps the optimizer states of 1/N_d of the parameters.
 
-Mixed-precision Adam keeps 2 + 2 + K = 16 bytes per parameter on every data-parallel
-rank: a 16-bit parameter and gradient, and K = 12 bytes of fp32 master parameter,
+Mixed-precision Adam keeps 2 + 2 + K_opt = 16 bytes per parameter on every data-parallel
+rank: a 16-bit parameter and gradient, and K_opt = 12 bytes of fp32 master parameter,
 momentum and variance. The update of parameter i needs only the states of i, so ZeRO
-(Rajbhandari et al. 2020, Sec. 5.1) cuts the flat parameter vector into N shards:
-rank r keeps the fp32 states of shard r only (K Psi / N bytes), reduce-scatters the
+(Rajbhandari et al. 2020, Sec. 5.1) cuts the flat parameter vector into N_d shards: rank
+r keeps the fp32 states of shard r only (K_opt Psi / N_d bytes), reduce-scatters the
 gradient to receive the sum over ranks for its shard, updates it, and all-gathers the
 updated parameters. A reduce-scatter plus an all-gather is what an all-reduce does
 anyway, so the step still moves 2 Psi elements per rank, like DDP. Each module's own
-parameters form one *unit*, flattened into a buffer padded to N S elements so that any
-Psi_u works (the layout FSDP uses, Zhao et al. 2023; stages 2 and 3 need units).
-Notation: Psi parameters (Psi_u in unit u), N ranks, S = ceil(Psi_u / N) per shard.
+parameters form one *unit*, flattened into a buffer padded to N_d Psi_s elements so that
+any Psi_u works (the layout FSDP uses, Zhao et al. 2023; stages 2 and 3 need units).
+Notation: Psi parameters (Psi_u in unit u), N_d ranks, Psi_s = ceil(Psi_u / N_d) per
+shard, K_opt optimizer bytes per parameter (the paper's K).
 """
 
 from __future__ import annotations
@@ -21,6 +22,11 @@ from torch import nn
 
 from aiinfra.memory.model_states import ModelStateBytes
 from aiinfra.parallel.ddp_naive import broadcast_parameters, check_replicas
+from aiinfra.parallel.zero_optim import (
+    check_clip_and_decay,
+    clip_grad_norm_shards_,
+    decay_mask,
+)
 
 
 def module_units(module: nn.Module) -> list[tuple[nn.Module, list[nn.Parameter]]]:
@@ -47,14 +53,14 @@ def storage_bytes(tensors: list[torch.Tensor]) -> int:
 
 
 class FlatUnit:
-    """One module's parameters, as views into one flat buffer padded to N shards.
+    """One module's parameters, as views into one flat buffer padded to N_d shards.
 
     Args:
         module: the module that owns ``params``.
         params: its trainable parameters, all on one device; afterwards each
             ``p.data`` is a view of :attr:`data` (on that device) in ``dtype``.
         rank: this rank r in the group.
-        world_size: N.
+        world_size: N_d.
         dtype: dtype of the parameters and gradients that forward/backward use.
     """
 
@@ -68,19 +74,23 @@ class FlatUnit:
     ) -> None:
         self.module, self.params = module, params
         self.shapes = [p.shape for p in params]
+        # region flatten
         self.numel = sum(p.numel() for p in params)  # Psi_u
-        self.shard_numel = -(-self.numel // world_size)  # S = ceil(Psi_u / N)
-        self.padded_numel = self.shard_numel * world_size  # N S
+        self.shard_numel = -(-self.numel // world_size)  # Psi_s = ceil(Psi_u / N_d)
+        self.padded_numel = self.shard_numel * world_size  # N_d Psi_s
         self.shard = slice(rank * self.shard_numel, (rank + 1) * self.shard_numel)
         # On the parameters' device: NCCL gets CUDA buffers, gloo CPU ones.
-        self.data = params[0].new_zeros(self.padded_numel, dtype=dtype)  # (N S,)
+        self.data = params[0].new_zeros(self.padded_numel, dtype=dtype)  # (N_d Psi_s,)
         for p, view in zip(params, self.views(self.data), strict=True):
             view.copy_(p.detach())
             p.data = view  # forward and backward now read the flat buffer
-        self.grad: torch.Tensor | None = None  # (N S,) or (S,), set by the stage
+        # endregion
+        self.grad: torch.Tensor | None = (
+            None  # (N_d Psi_s,) or (Psi_s,), set by the stage
+        )
 
     def views(self, flat: torch.Tensor) -> list[torch.Tensor]:
-        """Cut a (N S,) buffer into one view per parameter, shaped like it."""
+        """Cut a (N_d Psi_s,) buffer into one view per parameter, shaped like it."""
         out, offset = [], 0
         for shape in self.shapes:
             n = shape.numel()
@@ -94,6 +104,10 @@ class Zero1:
 
     Usage: ``loss.backward(); zero.step(); zero.zero_grad()``.
 
+    Weight decay is AdamW's, decoupled, applied by this class to the elements that
+    :func:`~aiinfra.parallel.zero_optim.decay_mask` selects (the inner
+    ``torch.optim.AdamW`` runs with ``weight_decay=0``).
+
     Args:
         module: the replica: its parameters are overwritten by rank 0's and moved
             into flat buffers of ``param_dtype`` on their device (a GPU under NCCL,
@@ -102,10 +116,16 @@ class Zero1:
         param_dtype: dtype of parameters and gradients (``torch.bfloat16`` for the
             paper's mixed precision; ``torch.float32`` to compare with plain AdamW).
         lr, betas, eps, weight_decay: as in ``torch.optim.AdamW``.
+        max_grad_norm: clip the global gradient norm to this (``None``: no
+            clipping), as ``torch.nn.utils.clip_grad_norm_`` on the whole model.
+        no_decay_ndim: parameters with fewer dimensions get no weight decay (2:
+            biases and norm gains, the usual recipe; 0: decay all, as one AdamW
+            parameter group).
 
     Raises:
-        ValueError: ``param_dtype`` is not a floating-point dtype, an AdamW argument
-            is out of range, or see :func:`check_replicas` and :func:`module_units`.
+        ValueError: ``param_dtype`` is not a floating-point dtype, an AdamW argument,
+            ``max_grad_norm`` or ``no_decay_ndim`` is out of range, or see
+            :func:`check_replicas` and :func:`module_units`.
     """
 
     def __init__(
@@ -118,6 +138,8 @@ class Zero1:
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
         weight_decay: float = 1e-2,
+        max_grad_norm: float | None = None,
+        no_decay_ndim: int = 0,
     ) -> None:
         if not (isinstance(param_dtype, torch.dtype) and param_dtype.is_floating_point):
             raise ValueError(f"param_dtype must be a float dtype, got {param_dtype!r}")
@@ -126,6 +148,7 @@ class Zero1:
                 raise ValueError(f"{name} must be >= 0, got {value!r}")
         if not (len(betas) == 2 and all(0 <= b < 1 for b in betas)):
             raise ValueError(f"betas must be two numbers in [0, 1), got {betas!r}")
+        check_clip_and_decay(max_grad_norm, no_decay_ndim)
         units = module_units(module)  # every check above runs before any collective
         self.module = module
         self.comm = check_replicas(module, group)
@@ -136,29 +159,33 @@ class Zero1:
         # The fp32 master copy of this rank's shards, one after the other: the only
         # tensor AdamW sees, so its momentum and variance are sharded too.
         shards = [u.data[u.shard].float() for u in self.units]
-        self.master = nn.Parameter(torch.cat(shards))  # (sum_u S,)
+        self.master = nn.Parameter(torch.cat(shards))  # (sum_u Psi_s,)
         self.optimizer = torch.optim.AdamW(
-            [self.master], lr=lr, betas=betas, eps=eps, weight_decay=weight_decay
+            [self.master], lr=lr, betas=betas, eps=eps, weight_decay=0.0
         )
+        self.weight_decay, self.max_grad_norm = weight_decay, max_grad_norm
+        self.decay = decay_mask(self.units, no_decay_ndim, self.master.device)
         self._init_gradients()
 
     def _init_gradients(self) -> None:
         """Stage 1: a full gradient buffer per unit; autograd accumulates into it."""
         for u in self.units:
-            u.grad = torch.zeros_like(u.data)  # (N S,)
+            u.grad = torch.zeros_like(u.data)  # (N_d Psi_s,)
             for p, g in zip(u.params, u.views(u.grad), strict=True):
                 p.grad = g
 
     def _master_shards(self, flat: torch.Tensor) -> list[torch.Tensor]:
-        """Cut a (sum_u S,) tensor into each unit's (S,) shard."""
+        """Cut a (sum_u Psi_s,) tensor into each unit's (Psi_s,) shard."""
         return list(flat.split([u.shard_numel for u in self.units]))
 
     def reduce_gradients(self) -> None:
         """Put the mean over ranks of this rank's gradient shards in master.grad."""
         self.master.grad = torch.empty_like(self.master)  # fp32, lives during step
         for u, g in zip(self.units, self._master_shards(self.master.grad), strict=True):
-            shard = u.grad.new_empty(u.shard_numel)  # (S,)
-            self.comm.reduce_scatter(shard, u.grad)  # (N S,) summed -> my (S,)
+            shard = u.grad.new_empty(u.shard_numel)  # (Psi_s,)
+            self.comm.reduce_scatter(
+                shard, u.grad
+            )  # (N_d Psi_s,) summed -> my (Psi_s,)
             g.copy_(shard)
         self.master.grad.div_(self.comm.world_size)
 
@@ -167,15 +194,36 @@ class Zero1:
         for u, m in zip(
             self.units, self._master_shards(self.master.detach()), strict=True
         ):
-            self.comm.all_gather(u.data, m.to(u.data.dtype))  # (S,) -> (N S,)
+            self.comm.all_gather(u.data, m.to(u.data.dtype))  # (Psi_s,) -> (N_d Psi_s,)
+
+    def decay_weights(self) -> None:
+        """AdamW's decoupled decay, x <- (1 - lr lambda) x, on the decayed elements."""
+        lr = self.optimizer.param_groups[0]["lr"]
+        factor = torch.where(
+            self.decay, 1 - lr * self.weight_decay, 1.0
+        )  # (sum_u Psi_s,)
+        self.master.detach().mul_(factor)
 
     @torch.no_grad()
-    def step(self) -> None:
-        """Reduce-scatter gradients, update this rank's shard, share the result."""
+    def step(self) -> torch.Tensor | None:
+        """Reduce-scatter gradients, update this rank's shard, share the result.
+
+        Returns:
+            The global gradient norm before clipping, if ``max_grad_norm`` is set.
+        """
         self.reduce_gradients()
+        norm = None
+        if self.max_grad_norm is not None:  # one scalar all-reduce
+            norm = clip_grad_norm_shards_(
+                self.master.grad, self.max_grad_norm, self.comm
+            )
+        self.decay_weights()
         self.optimizer.step()
-        self.master.grad = None  # K = 12 bytes/param: no fp32 gradient between steps
+        self.master.grad = (
+            None  # K_opt = 12 bytes/param: no fp32 gradient between steps
+        )
         self.publish_parameters()
+        return norm
 
     def zero_grad(self) -> None:
         """Zero the gradient buffers in place (they stay the parameters' ``.grad``)."""
@@ -193,5 +241,5 @@ class Zero1:
         return ModelStateBytes(
             params=storage_bytes([u.data for u in self.units]),
             grads=storage_bytes([u.grad for u in self.units]),
-            optimizer=storage_bytes([self.master, *moments]),  # K = 4 + 4 + 4
+            optimizer=storage_bytes([self.master, *moments]),  # K_opt = 4 + 4 + 4
         )

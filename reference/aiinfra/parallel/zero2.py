@@ -3,7 +3,7 @@
 After stage 1 a rank still holds the full gradient, 2 Psi bytes, although its update
 reads only its shard. Stage 2 (Rajbhandari et al. 2020, Sec. 5.2) reduce-scatters
 each unit's gradient as soon as backward has produced it and frees the full one, so a
-rank keeps (2 Psi) / N bytes of gradient shards, and at most one unit's full gradient
+rank keeps (2 Psi) / N_d bytes of gradient shards, and at most one unit's full gradient
 (DeepSpeed reduces in buckets of a few hundred MB for the same reason). A hook on each
 parameter counts the gradients of its unit; the last one triggers the reduce-scatter.
 Nothing else changes: the update and the all-gather of parameters are stage 1's, and
@@ -28,9 +28,9 @@ class Zero2(Zero1):
     """
 
     def _init_gradients(self) -> None:
-        """Stage 2: each unit keeps an (S,) gradient shard; hooks fill it."""
+        """Stage 2: each unit keeps an (Psi_s,) gradient shard; hooks fill it."""
         for u in self.units:
-            u.grad = u.data.new_zeros(u.shard_numel)  # (S,)
+            u.grad = u.data.new_zeros(u.shard_numel)  # (Psi_s,)
             u.pending = len(u.params)  # gradients still to come in this backward
             for p in u.params:
                 p.grad = None
@@ -45,14 +45,20 @@ class Zero2(Zero1):
             unit.pending = len(unit.params)
             self._reduce_unit(unit)
 
-    def _reduce_unit(self, unit: FlatUnit) -> None:
-        """Reduce-scatter one unit's gradients into its shard; free the full ones."""
-        full = unit.grad.new_zeros(unit.padded_numel)  # (N S,), transient
+    @staticmethod
+    def _pack_gradients(unit: FlatUnit) -> torch.Tensor:
+        """Copy the gradients into one (N_d Psi_s,) buffer, drop the originals."""
+        full = unit.grad.new_zeros(unit.padded_numel)  # (N_d Psi_s,), transient
         for view, p in zip(unit.views(full), unit.params, strict=True):
             view.copy_(p.grad)
-            p.grad = None  # the full gradient is gone: 2 Psi -> 2 Psi / N bytes
-        shard = torch.empty_like(unit.grad)  # (S,)
-        self.comm.reduce_scatter(shard, full)  # (N S,) summed -> my (S,)
+            p.grad = None  # the full gradient is gone: 2 Psi -> 2 Psi / N_d bytes
+        return full
+
+    def _reduce_unit(self, unit: FlatUnit) -> None:
+        """Reduce-scatter one unit's gradients into its shard; free the full ones."""
+        full = self._pack_gradients(unit)  # (N_d Psi_s,)
+        shard = torch.empty_like(unit.grad)  # (Psi_s,)
+        self.comm.reduce_scatter(shard, full)  # (N_d Psi_s,) summed -> my (Psi_s,)
         unit.grad += shard  # += : gradient accumulation over micro-batches
 
     def reduce_gradients(self) -> None:

@@ -6,8 +6,12 @@ trains on the whole batch, up to float rounding. We train the toy model of
 :mod:`aiinfra.parallel.toy` with AdamW in fp32 four ways on the same ranks: our stages
 1-3, DeepSpeed's (``deepspeed.initialize`` with ``zero_optimization.stage``; Rasley et
 al. 2020), PyTorch's ``fully_shard`` (FSDP2, which shards like stage 3; Zhao et al.
-2023) and one process. DeepSpeed clips the gradient norm to 1.0 unless told otherwise
-(``gradient_clipping`` defaults to 1.0 in 0.19), so the comparison turns clipping off.
+2023) and one process. All of them run the usual recipe: the global gradient norm
+clipped to ``MAX_GRAD_NORM`` (DeepSpeed's ``gradient_clipping``, 1.0 by default in
+0.19; the toy's norms stay below 1, so a smaller cap makes every step clip) and two
+AdamW parameter groups, biases undecayed. DeepSpeed keeps a client optimizer's
+parameter groups as they are (it flattens each group on its own), so the groups are
+built here, by :func:`~aiinfra.parallel.zero_optim.decay_groups`.
 """
 
 from __future__ import annotations
@@ -24,10 +28,14 @@ from aiinfra.parallel.toy import mlp, rank_share, regression_batches
 from aiinfra.parallel.zero1 import Zero1
 from aiinfra.parallel.zero2 import Zero2
 from aiinfra.parallel.zero3 import Zero3
+from aiinfra.parallel.zero_optim import decay_groups
 
 STAGES = {1: Zero1, 2: Zero2, 3: Zero3}
 WIDTHS = (6, 7, 9, 3)  # 151 parameters in units of 49, 72 and 30: not divisible by 4
 ADAMW = {"lr": 1e-2, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.1}
+MAX_GRAD_NORM = 0.25  # below every step's gradient norm: clipping always acts
+NO_DECAY_NDIM = 2  # biases (1 dimension) get no weight decay
+RECIPE = {**ADAMW, "max_grad_norm": MAX_GRAD_NORM, "no_decay_ndim": NO_DECAY_NDIM}
 Batches = list[tuple[torch.Tensor, torch.Tensor]]
 
 
@@ -39,14 +47,35 @@ def _local_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Ten
     )
 
 
-def train_one_process(widths: Sequence[int], batches: Batches) -> list[float]:
-    """Plain AdamW on the whole batch, in this process only: the ground truth."""
+def adamw_groups(model: nn.Module) -> torch.optim.AdamW:
+    """``torch.optim.AdamW`` over two groups: decayed weights, undecayed biases."""
+    decay, no_decay = decay_groups(list(model.parameters()), NO_DECAY_NDIM)
+    groups = [{"params": decay}, {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, **ADAMW)
+
+
+def train_one_process(
+    widths: Sequence[int], batches: Batches, norms: list[float] | None = None
+) -> list[float]:
+    """AdamW (two groups) with clipping on the whole batch, in this process only.
+
+    Args:
+        widths: the toy model's layer widths.
+        batches: ``(x, y)`` per step.
+        norms: if given, each step's gradient norm before clipping is appended.
+
+    Returns:
+        The loss of each step, before its update.
+    """
     model = mlp(widths, device=batches[0][0].device)
-    optimizer = torch.optim.AdamW(model.parameters(), **ADAMW)
+    optimizer = adamw_groups(model)
     losses = []
     for x, y in batches:
         loss = nn.functional.mse_loss(model(x), y)
         loss.backward()
+        norm = nn.utils.clip_grad_norm_(model.parameters(), MAX_GRAD_NORM)
+        if norms is not None:
+            norms.append(norm.item())
         optimizer.step()
         optimizer.zero_grad()
         losses.append(loss.item())
@@ -56,7 +85,7 @@ def train_one_process(widths: Sequence[int], batches: Batches) -> list[float]:
 def train_ours(stage: int, widths: Sequence[int], batches: Batches) -> list[float]:
     """Our ZeRO ``stage`` (1-3); returns this rank's local losses."""
     model = mlp(widths, device=batches[0][0].device)
-    zero = STAGES[stage](model, **ADAMW)
+    zero = STAGES[stage](model, **RECIPE)
     losses = []
     for x, y in batches:
         loss = _local_loss(model, x, y)
@@ -93,14 +122,14 @@ def train_deepspeed(stage: int, widths: Sequence[int], batches: Batches) -> list
     config = {
         "train_micro_batch_size_per_gpu": len(batches[0][0]) // dist.get_world_size(),
         "gradient_accumulation_steps": 1,
-        "gradient_clipping": 0.0,  # DeepSpeed's default is 1.0
+        "gradient_clipping": MAX_GRAD_NORM,  # DeepSpeed's default is 1.0
         "zero_optimization": {"stage": stage},
         "zero_allow_untested_optimizer": True,  # a client optimizer, wrapped as is
         "steps_per_print": 2**31,
     }
     engine, *_ = deepspeed.initialize(
         model=model,
-        optimizer=torch.optim.AdamW(model.parameters(), **ADAMW),
+        optimizer=adamw_groups(model),
         config=config,
         dist_init_required=False,  # the gloo group of run_distributed
     )
@@ -126,11 +155,12 @@ def train_fsdp2(widths: Sequence[int], batches: Batches) -> list[float]:
         if isinstance(layer, nn.Linear):
             fully_shard(layer, mesh=mesh)
     fully_shard(model, mesh=mesh)
-    optimizer = torch.optim.AdamW(model.parameters(), **ADAMW)
+    optimizer = adamw_groups(model)
     losses = []
     for x, y in batches:
         loss = _local_loss(model, x, y)
         loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), MAX_GRAD_NORM)  # DTensor norms
         optimizer.step()
         optimizer.zero_grad()
         losses.append(loss.item())
@@ -169,7 +199,7 @@ def compare_losses(
     """Per-step loss of the whole batch for each implementation, on spawned ranks.
 
     Args:
-        world_size: N ranks.
+        world_size: N_d ranks.
         widths: the toy model's layer widths.
         n_steps: optimizer steps.
         batch: global batch B, divisible by ``world_size``.

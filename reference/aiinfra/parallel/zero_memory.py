@@ -1,12 +1,13 @@
 """ZeRO measured: model-state bytes and traffic per rank against the paper's formulas.
 
 Every rank builds the same model in the paper's mixed precision (bf16 parameters and
-gradients, fp32 master copy and Adam moments: K = 12), takes one step with each stage
-and reports (a) the bytes of the storages it holds afterwards, part by part, and (b)
-the elements its collectives moved during the step. ZeRO's formulas (Rajbhandari et
-al. 2020, Fig. 1 and Sec. 7) count Psi parameters shared exactly by N ranks; our flat
-units pad each Psi_u up to N S_u, so the measurement equals the formula evaluated at
-Psi_pad = sum_u N S_u, which exceeds Psi by at most (N - 1) elements per unit.
+gradients, fp32 master copy and Adam moments: K_opt = 12), takes one step with each
+stage and reports (a) the bytes of the storages it holds afterwards, part by part, and
+(b) the elements its collectives moved during the step. ZeRO's formulas (Rajbhandari et
+al. 2020, Fig. 1 and Sec. 7) count Psi parameters shared exactly by N_d ranks; our flat
+units pad each Psi_u up to N_d Psi_{s,u}, so the measurement equals the formula
+evaluated at Psi_pad = sum_u N_d Psi_{s,u}, which exceeds Psi by at most (N_d - 1)
+elements per unit.
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ def traffic_table(ks: Sequence[int] = (1, 4, 16)) -> Table:
         ["stage", *(f"k = {k}" for k in ks)],
         rows,
         note="Elements sent per rank per optimizer step, in units of Psi (the "
-        "paper's count; a ring sends (N-1)/N of it); k micro-batches per step.",
+        "paper's count; a ring sends (N_d-1)/N_d of it); k micro-batches per step.",
     )
 
 
@@ -183,7 +184,9 @@ def memory_table(measurements: list[dict]) -> Table:
         ],
         rows,
         note="Bytes per rank (B = bytes); bf16 parameters and gradients, fp32 master "
-        "copy and Adam moments (K = 12), counted from tensor storages after one "
+        "copy and Adam moments (K_opt = 12), counted from tensor storages after one "
         "step. Sent: elements per rank per step, in the paper's convention.",
-        stamp=f"N = {world_size} {backend} ranks, Psi = {psi:,}, Psi_pad = {padded:,}",
+        stamp=(
+            f"N_d = {world_size} {backend} ranks, Psi = {psi:,}, Psi_pad = {padded:,}"
+        ),
     )
