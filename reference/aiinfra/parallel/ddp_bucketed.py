@@ -65,6 +65,7 @@ def assign_buckets(
     """
     if not bucket_bytes > 0:
         raise ValueError(f"bucket_bytes must be > 0, got {bucket_bytes!r}")
+    # region fill
     buckets: list[list[nn.Parameter]] = [[]]
     size = 0
     for p in reversed(params):
@@ -75,6 +76,7 @@ def assign_buckets(
             size = 0
         buckets[-1].append(p)
         size += nbytes
+    # endregion
     return buckets
 
 

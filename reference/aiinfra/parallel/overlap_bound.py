@@ -6,12 +6,13 @@ one matrix multiply for the input's gradient, one for the weight's; Kaplan et al
 bytes per rank (Thakur et al. 2005). Psi cancels: the all-reduce fits inside the
 backward pass when each GPU processes at least
 
-    T* = (N_d - 1) / N_d x (G / 2) x F / W
+    tau* = (N_d - 1) / N_d x (w_g / 2) x F beta
 
-tokens per step, F the GPU's FLOP/s, W the link's bytes per second per direction and
-G the bytes of a gradient element. Below T* the step is communication-bound whatever
-the bucketing. Buckets trade the other way: each all-reduce of n bytes pays
-2 (p - 1) alpha of latency, a share f of its time once n >= p alpha (1 - f) / (f beta).
+tokens per step, F the GPU's FLOP/s, beta the link's seconds per byte per direction
+(1 / bandwidth) and w_g the bytes of a gradient element. Below tau* the step is
+communication-bound whatever the bucketing. Buckets trade the other way: each
+all-reduce of n bytes pays 2 (p - 1) alpha of latency, a share f of its time once
+n >= p alpha (1 - f) / (f beta).
 The hardware is NVIDIA's H100 SXM (its peak from the book's GPU table,
 :data:`aiinfra.hardware.GPUS`; NVLink 4 at 900 GB/s both directions, so
 450 GB/s each way) and a 400 Gb/s NIC per GPU; the
@@ -36,7 +37,7 @@ class Link:
     Attributes:
         name: a label.
         flops: F, the GPU's peak dense BF16 FLOP/s.
-        bandwidth: W, bytes per second in each direction.
+        bandwidth: 1 / beta, bytes per second in each direction.
         alpha: latency of one message, seconds.
     """
 
@@ -62,15 +63,15 @@ def _positive(**values: float) -> None:
 
 
 def overlap_tokens(link: Link, n_ranks: int, grad_bytes: int = 2) -> float:
-    """T*: tokens per GPU per step at which the all-reduce time equals backward's.
+    """tau*: tokens per GPU per step at which the all-reduce time equals backward's.
 
     Args:
         link: the GPU and its link.
         n_ranks: N_d, data-parallel ranks in the ring.
-        grad_bytes: G, bytes per gradient element (2 for bf16).
+        grad_bytes: w_g, bytes per gradient element (2 for bf16).
 
     Returns:
-        (N_d - 1) / N_d x (G / 2) x F / W tokens.
+        (N_d - 1) / N_d x (w_g / 2) x F beta tokens.
 
     Raises:
         ValueError: ``n_ranks`` < 2 or ``grad_bytes`` not positive.
@@ -81,7 +82,7 @@ def overlap_tokens(link: Link, n_ranks: int, grad_bytes: int = 2) -> float:
     # region bound
     backward_flops_per_token = 4  # x Psi: twice forward's 2 Psi
     ring_bytes = 2 * (n_ranks - 1) / n_ranks * grad_bytes  # x Psi, per rank
-    # 4 Psi T / F = ring_bytes Psi / W  <=>  T = ring_bytes F / (4 W)
+    # 4 Psi tau / F = ring_bytes Psi beta  <=>  tau = ring_bytes F beta / 4
     t_star = ring_bytes * link.flops / (backward_flops_per_token * link.bandwidth)
     # endregion
     return t_star
@@ -96,7 +97,7 @@ def comm_over_backward(tokens: float, link: Link, n_ranks: int) -> float:
         n_ranks: N_d.
 
     Returns:
-        T* / tokens: above 1 the all-reduce cannot hide behind backward.
+        tau* / tokens: above 1 the all-reduce cannot hide behind backward.
 
     Raises:
         ValueError: ``tokens`` not positive, or as :func:`overlap_tokens`.
@@ -148,7 +149,7 @@ def overlap_bound_figure(n_ranks: int = 8) -> Figure:
         n_ranks: N_d.
 
     Returns:
-        Two panels: T* / tokens per link (left); the latency share of one bucket's
+        Two panels: tau* / tokens per link (left); the latency share of one bucket's
         all-reduce against its size (right).
     """
     fig = Figure(figsize=(7, 3.2))

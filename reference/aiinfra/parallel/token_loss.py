@@ -11,7 +11,7 @@ each micro-batch the loss ``sum of its token losses / global count``, times N_d
 because the wrapper (ours or ``DistributedDataParallel``) still divides by N_d.
 Megatron-LM (``calculate_per_token_loss``) and Hugging Face Transformers
 (``num_items_in_batch``) normalise the same way. Notation: N_d ranks, k
-micro-batches per rank, T tokens in the step.
+micro-batches per rank, tau tokens in the step, tau_mb in one micro-batch.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def global_token_count(
     group: dist.ProcessGroup | None = None,
     device: torch.device | str = "cpu",
 ) -> int:
-    """T: the tokens of this step over every rank of ``group``, one scalar all-reduce.
+    """tau: the tokens of this step over every rank of ``group``, one scalar all-reduce.
 
     Args:
         local_tokens: tokens in all of this rank's micro-batches of the step.
@@ -62,13 +62,13 @@ def token_mean_loss(
 
     Args:
         loss_sum: the sum of this micro-batch's per-token losses (a scalar).
-        global_tokens: T, from :func:`global_token_count`.
+        global_tokens: tau, from :func:`global_token_count`.
         n_ranks: N_d, by which the data-parallel wrapper divides the summed
             gradients (1 for one process).
 
     Returns:
-        ``loss_sum * N_d / T``; backward through it, on every micro-batch of every
-        rank, gives the gradient of the mean over all T tokens.
+        ``loss_sum * N_d / tau``; backward through it, on every micro-batch of every
+        rank, gives the gradient of the mean over all tau tokens.
 
     Raises:
         ValueError: ``global_tokens`` or ``n_ranks`` is not a positive integer.
@@ -78,23 +78,23 @@ def token_mean_loss(
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
     # region token-mean
     # Every rank's wrapper divides the summed gradients by N_d: undo it, then
-    # divide by the step's global token count T instead.
+    # divide by the step's global token count tau instead.
     loss = loss_sum * (n_ranks / global_tokens)
     # endregion
     return loss
 
 
 def token_weights(counts: Sequence[Sequence[int]]) -> list[list[float]]:
-    """How much one token of each micro-batch weighs if means are averaged, vs 1/T.
+    """How much one token of each micro-batch weighs if means are averaged, vs 1/tau.
 
     Averaging gives a token of rank r's micro-batch j the weight
-    1 / (N_d k n_rj); the per-token mean gives every token 1 / T.
+    1 / (N_d k tau_mb); the per-token mean gives every token 1 / tau.
 
     Args:
         counts: ``counts[r][j]``, tokens of micro-batch j on rank r (k per rank).
 
     Returns:
-        ``T / (N_d k n_rj)`` per micro-batch: 1 everywhere when the counts are equal.
+        ``tau / (N_d k tau_mb)`` per micro-batch: 1 everywhere if the counts are equal.
 
     Raises:
         ValueError: ranks hold different numbers of micro-batches, or a count is

@@ -1,11 +1,13 @@
 """Floating-point formats of deep learning, derived from ``torch.finfo``.
 
-A binary floating-point number is a sign bit, E exponent bits and M mantissa bits:
-a normal value is (-1)^sign x 1.mantissa x 2^(exponent - bias), bias = 2^(E-1) - 1
-(IEEE 754). M sets the precision, eps = 2^-M, the gap between 1 and the next number;
-E sets the range, from the smallest normal 2^(1 - bias) to the largest finite
-(2 - 2^-M) 2^bias. This file reads E and M back from what ``torch.finfo`` reports
-(``eps`` gives M, ``tiny`` gives the bias and so E) instead of typing them. TF32, the
+A binary floating-point number is a sign bit, w_e exponent bits and w_m mantissa
+bits:
+a normal value is (-1)^sign x 1.mantissa x 2^(exponent - bias), bias = 2^(w_e-1) - 1
+(IEEE 754). w_m sets the precision, eps = 2^-w_m, the gap between 1 and the next number;
+w_e sets the range, from the smallest normal 2^(1 - bias) to the largest finite
+(2 - 2^-w_m) 2^bias. This file reads w_e and w_m back from what ``torch.finfo``
+reports (``eps`` gives w_m, ``tiny`` gives the bias and so w_e) instead of typing
+them. TF32, the
 tensor-core format of NVIDIA Ampere and later, is not a storage dtype and has no
 ``finfo``: it keeps fp32's 8 exponent bits and fp16's 10 mantissa bits, and is
 derived here from those two. FP8 comes in two flavours (Micikevicius et al. 2022):
@@ -38,12 +40,12 @@ class FloatFormat:
 
     Attributes:
         name: the book's name, e.g. ``"bf16"``.
-        sign_bits, exponent_bits, mantissa_bits: the fields, 1 + E + M bits in all.
-        bias: exponent bias, 2^(E-1) - 1.
+        sign_bits, exponent_bits, mantissa_bits: the fields, 1 + w_e + w_m bits in all.
+        bias: exponent bias, 2^(w_e-1) - 1.
         max: largest finite value.
         min_normal: smallest positive normal value, 2^(1 - bias).
-        min_subnormal: smallest positive value, 2^(1 - bias - M).
-        eps: gap between 1 and the next value, 2^-M.
+        min_subnormal: smallest positive value, 2^(1 - bias - w_m).
+        eps: gap between 1 and the next value, 2^-w_m.
     """
 
     name: str
@@ -63,21 +65,21 @@ class FloatFormat:
 
 
 def ieee_format(name: str, exponent_bits: int, mantissa_bits: int) -> FloatFormat:
-    """The IEEE-754-style format with E exponent and M mantissa bits.
+    """The IEEE-754-style format with w_e exponent and w_m mantissa bits.
 
     The all-ones exponent is reserved for infinity and NaN, so the largest finite
-    value is (2 - 2^-M) 2^bias.
+    value is (2 - 2^-w_m) 2^bias.
 
     Args:
         name: a label.
-        exponent_bits: E, at least 2.
-        mantissa_bits: M, at least 1.
+        exponent_bits: w_e, at least 2.
+        mantissa_bits: w_m, at least 1.
 
     Returns:
         Its layout and range.
 
     Raises:
-        ValueError: E < 2 or M < 1.
+        ValueError: w_e < 2 or w_m < 1.
     """
     if exponent_bits < 2 or mantissa_bits < 1:
         raise ValueError("need exponent_bits >= 2 and mantissa_bits >= 1")
@@ -111,11 +113,12 @@ def finfo_format(name: str, dtype: torch.dtype) -> FloatFormat:
     """
     if not dtype.is_floating_point:
         raise TypeError(f"{dtype} is not a floating-point dtype")
+    # region derive
     fi = torch.finfo(dtype)
-    mantissa = round(-math.log2(fi.eps))  # eps = 2^-M
+    mantissa = round(-math.log2(fi.eps))  # eps = 2^-w_m
     bias = 1 - round(math.log2(fi.tiny))  # smallest normal = 2^(1 - bias)
-    exponent = round(math.log2(bias + 1)) + 1  # bias = 2^(E-1) - 1
-    return FloatFormat(
+    exponent = round(math.log2(bias + 1)) + 1  # bias = 2^(w_e-1) - 1
+    layout = FloatFormat(
         name=name,
         sign_bits=fi.bits - exponent - mantissa,
         exponent_bits=exponent,
@@ -126,6 +129,8 @@ def finfo_format(name: str, dtype: torch.dtype) -> FloatFormat:
         min_subnormal=fi.tiny * fi.eps,
         eps=fi.eps,
     )
+    # endregion
+    return layout
 
 
 def float_format(name: str) -> FloatFormat:

@@ -87,10 +87,12 @@ def quantize_fp8(
         TypeError: ``x`` is not a 2-D floating-point tensor.
         ValueError: ``block`` does not tile ``x``.
     """
+    # region quantize
     amax = block_amax(x, block)  # (R/br, C/bc)
     sigma = amax.clamp(min=torch.finfo(torch.float32).tiny) / E4M3_MAX
     scaled = x.float() / _expand(sigma, x.shape)  # (R, C), |.| <= 448
     q = scaled.clamp(-E4M3_MAX, E4M3_MAX).to(E4M3)  # round to nearest even
+    # endregion
     return q, sigma
 
 

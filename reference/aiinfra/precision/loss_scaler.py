@@ -1,14 +1,14 @@
 """Dynamic loss scaling: keep fp16 gradients out of the underflow zone.
 
 Gradients of a network trained in fp16 are often smaller than fp16's smallest
-subnormal and would round to zero. Multiplying the loss by S multiplies every
-gradient by S (the chain rule is linear), lifting them into range; the optimizer
-divides by S again, in fp32, before it updates (Micikevicius et al. 2018, Sec. 3.2).
-A fixed S risks overflow, so the scaler adapts it: if any gradient is inf or NaN the
-step is skipped and S is multiplied by the backoff factor (0.5); after
-``growth_interval`` consecutive clean steps S is multiplied by the growth factor (2).
-This is the rule of ``torch.amp.GradScaler``, whose defaults are used here; bf16, with
-fp32's exponent range, does not need it.
+subnormal and would round to zero. Multiplying the loss by a scale sigma multiplies
+every gradient by sigma (the chain rule is linear), lifting them into range; the
+optimizer divides by sigma again, in fp32, before it updates (Micikevicius et al.
+2018, Sec. 3.2). A fixed sigma risks overflow, so the scaler adapts it: if any
+gradient is inf or NaN the step is skipped and sigma is multiplied by the backoff
+factor (0.5); after ``growth_interval`` consecutive clean steps sigma is multiplied
+by the growth factor (2). This is the rule of ``torch.amp.GradScaler``, whose
+defaults are used here; bf16, with fp32's exponent range, does not need it.
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ class DynamicLossScaler:
     ``scaler.step(optimizer)``, ``scaler.update()``.
 
     Args:
-        init_scale: S at the start.
-        growth_factor: multiplies S after ``growth_interval`` clean steps (> 1).
-        backoff_factor: multiplies S after a step with inf/NaN gradients (0 to 1).
-        growth_interval: clean steps in a row before S grows (>= 1).
+        init_scale: sigma at the start.
+        growth_factor: multiplies sigma after ``growth_interval`` clean steps (> 1).
+        backoff_factor: multiplies sigma after a step with inf/NaN gradients (0 to 1).
+        growth_interval: clean steps in a row before sigma grows (>= 1).
 
     Raises:
         ValueError: a factor or the interval is out of range.
@@ -57,15 +57,15 @@ class DynamicLossScaler:
         self.found_inf: bool | None = None  # set by unscale_, used by update
 
     def get_scale(self) -> float:
-        """The current loss scale S."""
+        """The current loss scale sigma."""
         return self.scale_value
 
     def scale(self, loss: torch.Tensor) -> torch.Tensor:
-        """Return ``loss * S``; backward of it gives S times the gradients."""
+        """Return ``loss * sigma``; its backward gives sigma times the gradients."""
         return loss * self.scale_value
 
     def unscale_(self, params: Iterable[torch.Tensor]) -> bool:
-        """Divide the gradients by S in place and report whether any is not finite.
+        """Divide the gradients by sigma in place and report whether any is not finite.
 
         Args:
             params: parameters whose ``.grad`` to unscale (fp32 gradients: dividing
@@ -101,13 +101,14 @@ class DynamicLossScaler:
         return True
 
     def update(self) -> None:
-        """Adapt S to this step: back off after an overflow, grow after a clean run.
+        """Adapt sigma to this step: back off after an overflow, grow after clean runs.
 
         Raises:
             RuntimeError: no :meth:`unscale_` or :meth:`step` since the last update.
         """
         if self.found_inf is None:
             raise RuntimeError("update() needs a step() or unscale_() before it")
+        # region adapt
         if self.found_inf:
             self.scale_value *= self.backoff_factor
             self.clean_steps = 0
@@ -115,7 +116,8 @@ class DynamicLossScaler:
             self.clean_steps += 1
             if self.clean_steps == self.growth_interval:
                 grown = self.scale_value * self.growth_factor
-                if grown <= FP32_MAX:  # GradScaler keeps S in fp32, never inf
+                if grown <= FP32_MAX:  # GradScaler keeps sigma in fp32, never inf
                     self.scale_value = grown
                 self.clean_steps = 0
+        # endregion
         self.found_inf = None

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import functools
+
+import torch
 import torch.distributed as dist
 from matplotlib.figure import Figure
 from torch.nn.parallel import distributed as torch_ddp
 
+from aiinfra.models.presets import preset
+from aiinfra.models.transformer import Transformer
 from aiinfra.parallel import bench as ddp_bench
+from aiinfra.parallel import dp_timeline, dp_timeline_figures, overlap_bound, token_loss
 from aiinfra.parallel import figures as parallel_figures
-from aiinfra.parallel import overlap_bound, token_loss
 from aiinfra.parallel.toy import mlp
 from aiinfra.report import Table
 
@@ -106,12 +111,12 @@ def ddp_first_bucket_mib() -> float:
 
 
 def token_weight(rank: int, micro: int) -> float:
-    """One token's weight in ``TOKEN_COUNTS[rank][micro]`` (mean of means), x 1/T."""
+    """One token's weight in ``TOKEN_COUNTS[rank][micro]`` (mean of means), x 1/tau."""
     return token_loss.token_weights(TOKEN_COUNTS)[rank][micro]
 
 
 def overlap_tokens(link: str) -> float:
-    """T*: tokens per H100 per step that hide the bf16 all-reduce, 8 ranks."""
+    """tau*: tokens per H100 per step that hide the bf16 all-reduce, 8 ranks."""
     return overlap_bound.overlap_tokens(overlap_bound.H100_LINKS[link], OVERLAP_RANKS)
 
 
@@ -139,3 +144,112 @@ def min_bucket_mib(link: str) -> float:
 def overlap_bound_figure() -> Figure:
     """All-reduce over backward time against tokens per GPU; bucket latency share."""
     return overlap_bound.overlap_bound_figure(OVERLAP_RANKS)
+
+
+TIMELINE_MODEL = "gpt2"  # the simulated timeline: GPT-2 small's twelve blocks
+TIMELINE_TOKENS = 8192  # tau per GPU per step: eight sequences of 1024 tokens
+TIMELINE_MFU = 0.4  # MFU: the fraction of peak FLOP/s that backward reaches
+_SWEEP_MIB = tuple(2 ** (k / 2) for k in range(-2, 17))  # bucket caps, 0.5-256 MiB
+SMALL_BUCKET_MIB = 1  # the timeline's small-bucket setting
+
+
+@functools.cache
+def _timeline_model() -> Transformer:
+    with torch.device("meta"):  # shapes only: nothing allocated
+        return Transformer(preset(TIMELINE_MODEL))
+
+
+def _blocks() -> list[dp_timeline.Gradient]:
+    return dp_timeline.model_gradients(_timeline_model().blocks)
+
+
+def timeline_parameters() -> int:
+    """Parameters of the simulated model's blocks (embeddings excluded)."""
+    return sum(g.numel for g in _blocks())
+
+
+def _simulated(link: str, bucket_mib: float | None = None) -> dp_timeline.DpTimeline:
+    """The simulated step over ``link``: DDP's default buckets (None) or a cap."""
+    first = dist._DEFAULT_FIRST_BUCKET_BYTES if bucket_mib is None else None
+    cap = int((ddp_bucket_cap_mib() if bucket_mib is None else bucket_mib) * MIB)
+    link_ = overlap_bound.H100_LINKS[link]
+    return dp_timeline.simulate_dp_step(
+        _blocks(), TIMELINE_TOKENS, link_, OVERLAP_RANKS, cap, first, TIMELINE_MFU
+    )
+
+
+def timeline_ms(link: str, what: str, bucket_mib: float | None = None) -> float:
+    """``exposed``, ``step``, ``communication`` or ``backward_end`` of it, ms."""
+    return 1e3 * getattr(_simulated(link, bucket_mib), what)
+
+
+def timeline_buckets(link: str, bucket_mib: float | None = None) -> int:
+    """How many buckets the simulated step all-reduces."""
+    return len(_simulated(link, bucket_mib).buckets)
+
+
+def timeline_bound_tokens(link: str) -> float:
+    """tau* at the timeline's MFU: MFU times the peak bound, tokens per GPU."""
+    return TIMELINE_MFU * overlap_tokens(link)
+
+
+@functools.cache
+def _sweep(link: str) -> tuple[float, ...]:
+    caps = [int(c * MIB) for c in _SWEEP_MIB]
+    link_ = overlap_bound.H100_LINKS[link]
+    return tuple(
+        dp_timeline.exposed_vs_bucket(
+            _blocks(), TIMELINE_TOKENS, link_, OVERLAP_RANKS, caps, TIMELINE_MFU
+        )
+    )
+
+
+def best_sweep_mib(link: str) -> float:
+    """The bucket cap of the sweep with the least exposed time, MiB."""
+    exposed = _sweep(link)
+    return _SWEEP_MIB[exposed.index(min(exposed))]
+
+
+def best_sweep_ms(link: str) -> float:
+    """The least exposed time of the sweep, ms."""
+    return 1e3 * min(_sweep(link))
+
+
+def one_bucket_ms(link: str) -> float:
+    """Exposed time with one bucket for all the gradients, ms."""
+    whole = 2 * timeline_parameters() / MIB  # bf16 gradients, MiB
+    return timeline_ms(link, "exposed", whole)
+
+
+def embedding_all_reduce_ms(link: str) -> float:
+    """The ring all-reduce of the tied embedding's bf16 gradient over ``link``, ms."""
+    numel = _timeline_model().embed.weight.numel()
+    one = [dp_timeline.Gradient("embed.weight", numel, 0.0)]
+    link_ = overlap_bound.H100_LINKS[link]
+    step = dp_timeline.simulate_dp_step(one, 1, link_, OVERLAP_RANKS, 2 * numel)
+    return 1e3 * step.exposed  # nothing to hide behind: all of it is exposed
+
+
+def dp_timeline_figure() -> Figure:
+    """Gantt lanes of the simulated step for three link and bucket settings."""
+    settings = [
+        (f"NVLink, {ddp_bucket_cap_mib()} MiB", _simulated("nvlink")),
+        (f"400G NIC, {ddp_bucket_cap_mib()} MiB", _simulated("nic400")),
+        (f"400G NIC, {SMALL_BUCKET_MIB} MiB", _simulated("nic400", SMALL_BUCKET_MIB)),
+    ]
+    return dp_timeline_figures.timeline_figure(settings)
+
+
+def bucket_sweep_figure() -> Figure:
+    """Exposed time against the bucket cap over NVLink and over a 400G NIC."""
+    caps = [int(c * MIB) for c in _SWEEP_MIB]
+    curves = [
+        (
+            overlap_bound.H100_LINKS[key].name,
+            caps,
+            _sweep(key),
+            min_bucket_mib(key) * MIB,
+        )
+        for key in ("nvlink", "nic400")
+    ]
+    return dp_timeline_figures.bucket_sweep_figure(curves, ddp_bucket_cap_mib() * MIB)
