@@ -59,6 +59,12 @@ def test_evaluate_runs_the_expression_in_the_module():
         ("1.5e+09", False),
         ("$\\alpha$", False),  # math only
         ("p", False),
+        ("attainable TFLOP/s (BF16)", True),  # a sentence around a name
+        ("H100, 8192 tokens", True),
+        ("Llama 3 8B", False),  # a name only
+        ("H100 (80 GB)", False),
+        ("1.5e+09 s", False),
+        ("v0.19.8", False),
     ],
 )
 def test_only_words_are_messages(text, words):
@@ -201,6 +207,21 @@ def test_a_figure_is_drawn_with_its_words_translated_in_a_cjk_font():
     assert {"算法", "环形", "实测时间", "tree", "all-reduce on 8 ranks"} <= set(texts)
     assert "algorithm" not in texts and "ring" not in texts
     # Glyphs drawn as paths from the CJK font, so no reader needs the font.
+    assert re.search(r'id="WenQuanYi|id="Noto', svg)
+
+
+def test_a_translated_label_with_math_draws_its_chinese_glyphs(caplog):
+    # mathtext lays out a "$...$" text in the first font of its family only: the
+    # CJK font must come first there, or every Chinese character is a dummy box.
+    if not figures.cjk_fonts():
+        pytest.skip("no CJK font (apt-get install fonts-wqy-microhei)")
+    from matplotlib.figure import Figure
+
+    fig = Figure()
+    fig.add_subplot().set_xlabel("segments $c$")
+    with caplog.at_level("WARNING", logger="matplotlib"):
+        svg = figures.render_svg(fig, {"segments $c$": "分段数 $c$"}, cjk=True)
+    assert not [r for r in caplog.records if "does not have a glyph" in r.message]
     assert re.search(r'id="WenQuanYi|id="Noto', svg)
 
 

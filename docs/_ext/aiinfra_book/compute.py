@@ -104,14 +104,18 @@ _MATH = re.compile(r"\$[^$]*\$")
 def is_words(text: str) -> bool:
     """Whether a label or figure text is words a translator translates.
 
-    Words: at least one run of three letters, no digit (outside ``$...$``) and no
-    code name (``ring_all_reduce``). Numbers, sizes (``64 MiB``), names with digits
-    (``fp16``, ``Llama-3-8B``, ``r0``) and code are not words, and stay as they are
-    in every language.
+    Words: at least one run of three letters and no code name (``ring_all_reduce``).
+    A text with a digit (outside ``$...$``) is words only if it also has an English
+    word in lower case (``attainable TFLOP/s (BF16)``, ``H100, 8192 tokens``): the
+    digits then belong to a name or a number inside a sentence. Numbers, sizes
+    (``64 MiB``), names with digits (``fp16``, ``Llama 3 8B``, ``r0``) and code are
+    not words, and stay as they are in every language.
     """
     text = _MATH.sub("", text)
-    if re.search(r"\d|\w_\w", text):
+    if re.search(r"\w_\w", text):
         return False
+    if re.search(r"\d", text):
+        return re.search(r"(?<![\w.])[a-z]{3,}(?![\w.])", text) is not None
     return re.search(r"[A-Za-z]{3,}", text) is not None
 
 

@@ -127,9 +127,20 @@ def render_svg(figure: Any, translations: dict[str, str], cjk: bool) -> str:
                     text.set_fontfamily(families)
         if translations:
             translate_figure(figure, translations)
+        if cjk:
+            # A text with $...$ is laid out by mathtext, which draws its words in the
+            # first font of the family list only: put the CJK font first there.
+            for text in figure.findobj(Text):
+                if "$" in text.get_text() and _has_cjk(text.get_text()):
+                    text.set_fontfamily([*cjk_fonts(), *text.get_fontfamily()])
         buf = io.StringIO()
         figure.savefig(buf, format="svg", metadata={"Date": None}, bbox_inches="tight")
     return buf.getvalue()
+
+
+def _has_cjk(text: str) -> bool:
+    """Whether ``text`` holds a CJK ideograph or full-width punctuation."""
+    return any("\u3000" <= c <= "\u9fff" or "\uff00" <= c <= "\uffef" for c in text)
 
 
 def cjk_fonts() -> list[str]:
