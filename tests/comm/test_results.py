@@ -52,7 +52,7 @@ def test_bad_input_raises_value_error_naming_the_argument(call, match):
 
 def test_busbw_factor_table_has_a_column_per_rank_count():
     table = results.busbw_factor_table(ns=(2, 8))
-    assert table.columns == ["collective", "n = 2", "n = 8"]
+    assert table.columns == ["collective", "p = 2", "p = 8"]
     assert ["all_reduce", 1.0, 1.75] in table.rows
 
 

@@ -17,7 +17,7 @@ def run(*argv: str) -> int:
 def test_bench_prints_json_for_every_implementation_and_length(capsys):
     assert run("--json") == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["columns"] == ["impl", "pass", "N", "ms", "peak MiB", "TFLOP/s"]
+    assert out["columns"] == ["impl", "pass", "T", "ms", "peak MiB", "TFLOP/s"]
     assert [(r[0], r[1], r[2]) for r in out["rows"]] == [
         (impl, "forward", n) for n in (16, 40) for impl in ("standard", "tiled", "sdpa")
     ]

@@ -42,7 +42,7 @@ def inputs(shape, dtype, seed=0):
 def test_tiled_attention_matches_sdpa_in_value_and_gradient(
     dtype, causal, n, block_q, block_k
 ):
-    shape = (2, 3, n, 16)  # (B, H, N, d)
+    shape = (2, 3, n, 16)  # (B, H, T, d)
     q, k, v = inputs(shape, dtype)
     do = torch.randn(shape, generator=torch.Generator().manual_seed(1), dtype=dtype)
     q64, k64, v64 = (t.detach().double().requires_grad_() for t in (q, k, v))
@@ -86,7 +86,7 @@ def test_bad_input_is_rejected():
     q, k, v = inputs((1, 2, 8, 16), torch.float32)
     with pytest.raises(ValueError, match="same shape"):
         flash_attention(q, k[..., :8], v)  # head dims differ
-    with pytest.raises(ValueError, match=r"q must be \(B, H, N, d\)"):
+    with pytest.raises(ValueError, match=r"q must be \(B, H, T, d\)"):
         flash_attention(q[0], k[0], v[0])
     with pytest.raises(ValueError, match="share a float dtype"):
         flash_attention(q, k.double(), v)

@@ -64,7 +64,7 @@ def test_parameter_count_of_released_models(name, published):
     [("mha", 16), ("gqa-tied", 24), ("mqa", 8), ("mla", 16), ("mla-full-rank-q", 8)],
 )
 def test_flop_formula_equals_flop_counter_exactly(name, seq_len):
-    # FlopCounterMode counts matmuls only, like 6N + 12LHQT; both leave out the
+    # FlopCounterMode counts matmuls only, like 6 Psi + 12 L H d T; both leave out the
     # embedding gather, norms, RoPE, softmax, SiLU, residuals and the loss.
     c = CONFIGS[name]
     measured = measured_training_flops_per_token(

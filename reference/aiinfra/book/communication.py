@@ -8,12 +8,11 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
-from aiinfra.comm import cost, figures, nccl_model, schedules, steps
+from aiinfra.comm import bench, cost, figures, nccl_model, paired, schedules, steps
 from aiinfra.comm import results as busbw
 from aiinfra.report import Table
 
 MIB = 2**20
-RATIO_SIZE = 16 * MIB  # the size at which the page compares our ring with torch's
 _BYTES = cost.LinkModel(alpha=0.0, beta=1.0, name="bytes")  # the time is bytes sent
 
 
@@ -265,8 +264,28 @@ def measured_busbw_figure() -> Figure:
 
 
 def ring_over_torch_busbw() -> float:
-    """Our ring's all-reduce busbw over torch.distributed's at 16 MiB (gloo)."""
-    return busbw.busbw_ratio("all_reduce", "ring", "torch", RATIO_SIZE)
+    """The pipelined ring's all-reduce busbw over gloo's: median of paired runs."""
+    return paired.paired_ratio("ring_pipelined")
+
+
+def textbook_ring_over_torch_busbw() -> float:
+    """The textbook ring's all-reduce busbw over gloo's: median of paired runs."""
+    return paired.paired_ratio("ring")
+
+
+def paired_run_count() -> int:
+    """How many paired runs the ring comparison took."""
+    return len(paired.paired_runs()["torch"])
+
+
+def pipeline_segments() -> int:
+    """Pieces per chunk of the pipelined ring in the benchmark."""
+    return bench.PIPELINE_SEGMENTS
+
+
+def ring_paired_figure() -> Figure:
+    """Busbw of each paired run: textbook ring, pipelined ring, gloo (measured)."""
+    return paired.paired_runs_figure()
 
 
 # questions.rst

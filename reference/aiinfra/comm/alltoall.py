@@ -6,9 +6,9 @@ expert parallelism (tokens to their experts and back) and of Ulysses sequence
 parallelism. The pairwise-exchange algorithm takes p - 1 steps; in step k rank r
 sends to (r + k) mod p and receives from (r - k) mod p, so every step is a
 permutation and no rank receives two messages at once. Each rank sends (p - 1) blocks
-of n/p elements: time (p - 1) alpha + ((p - 1)/p) n beta, the algorithm MPICH uses
+of n/p bytes: time (p - 1) alpha + ((p - 1)/p) n beta, the algorithm MPICH uses
 for long messages (Thakur, Rabenseifner & Gropp 2005). Notation: p ranks, r this
-rank's group rank, n elements per rank.
+rank's group rank, n bytes per rank.
 """
 
 from __future__ import annotations
@@ -35,9 +35,9 @@ def pairwise_all_to_all(
     """Exchange equal blocks between all ranks, like ``dist.all_to_all_single``.
 
     Args:
-        output: contiguous tensor of n elements; block j (elements
-            [j n/p, (j + 1) n/p) when flattened) receives block r of rank j's input.
-        input: contiguous tensor of n elements, same dtype, n a multiple of p; block
+        output: contiguous tensor of m elements; block j (elements
+            [j m/p, (j + 1) m/p) when flattened) receives block r of rank j's input.
+        input: contiguous tensor of m elements, same dtype, m a multiple of p; block
             j is sent to rank j. Not modified, and must not share memory with
             ``output``.
         group: process group; ``None`` means the world.
@@ -48,7 +48,7 @@ def pairwise_all_to_all(
         TypeError: a non-tensor or unsupported dtype; ``output`` and ``input`` of
             different dtypes.
         ValueError: an empty or non-contiguous tensor; this rank not in ``group``;
-            ``output.numel() != input.numel()``; n not a multiple of p; ``output``
+            ``output.numel() != input.numel()``; m not a multiple of p; ``output``
             sharing memory with ``input``; numel or dtype differing across ranks.
     """
     check_output_input(output, input)

@@ -1,14 +1,15 @@
 """The alpha-beta-gamma cost model of collective algorithms, and their crossovers.
 
-Hockney prices an n-byte message at alpha + n beta (latency plus bytes over
-bandwidth); Thakur, Rabenseifner & Gropp (2005) add gamma per byte reduced and give
-each algorithm's time as A alpha + B n beta + C n gamma. Few steps win for small n
+Hockney prices an n-byte message at alpha + n beta (latency plus bytes over bandwidth);
+Thakur, Rabenseifner & Gropp (2005) add gamma per byte reduced and give each algorithm's
+time as c_alpha alpha + c_beta n beta + c_gamma n gamma. Few steps win for small n
 (recursive doubling, lg p), few bytes for large n (ring, Rabenseifner, 2(p-1)/p n);
 where two cost the same is their *crossover*. Notation: n bytes per rank (nccl-tests'
-S), p ranks, lg = log2. If p is not a power of two, recursive doubling and Rabenseifner
-*fold* (MPICH): the p - 2^floor(lg p) extra ranks first hand their n bytes to a partner
-(alpha + n beta + n gamma), then get the result back (alpha + n beta); binomial trees
-take ceil(lg p) rounds. Measured times are reported in :mod:`aiinfra.comm.results`.
+size), p ranks, lg = log2. If p is not a power of two, recursive doubling and
+Rabenseifner *fold* (MPICH): the p - 2^floor(lg p) extra ranks first hand their n bytes
+to a partner (alpha + n beta + n gamma), then get the result back (alpha + n beta);
+binomial trees take ceil(lg p) rounds. Measured times are reported in
+:mod:`aiinfra.comm.results`.
 """
 
 from __future__ import annotations
@@ -200,9 +201,9 @@ def crossover_size(
 ) -> float | None:
     """The message size in bytes at which two algorithms take the same time.
 
-    Named algorithms are affine in n, T(n) = T(0) + s n: the crossover is the closed
-    form (T_b(0) - T_a(0)) / (s_a - s_b). A callable ``f(n, p, link)`` is bisected
-    on a sign change of T_a - T_b in (0, max_bytes].
+    Named algorithms are affine in n, t(n) = t(0) + c_beta n: the crossover is the
+    closed form (t_b(0) - t_a(0)) / (c_beta,a - c_beta,b). A callable
+    ``f(n, p, link)`` is bisected on a sign change of t_a - t_b in (0, max_bytes].
 
     Args:
         alg_a: a name from :data:`ALGORITHMS` or a cost callable.
@@ -248,8 +249,8 @@ def cost_formula_table(
 ) -> Table:
     """Each algorithm's latency and bandwidth terms at p, and their times at n, link.
 
-    The coefficients of A alpha + B n beta + C n gamma are read off the cost
-    functions themselves, by pricing n = 1 byte on unit links.
+    The coefficients of c_alpha alpha + c_beta n beta + c_gamma n gamma are read off the
+    cost functions themselves, by pricing n = 1 byte on unit links.
     """
     link = get_link(link)
     unit = [LinkModel(1.0, 0.0), LinkModel(0.0, 1.0), LinkModel(0.0, 0.0, 1.0)]

@@ -1,15 +1,16 @@
 """Hierarchical all-reduce: reduce-scatter inside a node, all-reduce across, all-gather.
 
 A cluster has two kinds of links: fast ones inside a node (NVLink) and slower ones
-between nodes (InfiniBand, Ethernet). With p = N x L ranks, L per node, the
+between nodes (InfiniBand, Ethernet). With N nodes of p_node ranks, p = N p_node, the
 hierarchical all-reduce of Mikami et al. (2018, "2D-torus all-reduce") runs in three
-phases: (1) a ring reduce-scatter among the L ranks of each node leaves local rank l
-with shard l of the node's sum; (2) the N ranks that share local rank l, one per
-node, all-reduce that shard with a ring; (3) a ring all-gather inside each node puts
-the shards back together. Only phase 2 crosses nodes, and each rank sends just
-2((N-1)/N)(n/L) elements there: the inter-node traffic shrinks L-fold and the L links
-of a node work in parallel. Time: the ring formulas with (L, n) inside and (N, n/L)
-across. Notation: L = ``local_size``, N = number of nodes, l local rank.
+phases: (1) a ring reduce-scatter among the p_node ranks of each node leaves local rank
+j with shard j of the node's sum; (2) the N ranks that share local rank j, one per node,
+all-reduce that shard with a ring; (3) a ring all-gather inside each node puts the
+shards back together. Only phase 2 crosses nodes, and each rank sends just
+2((N-1)/N)(n/p_node) elements there: the inter-node traffic shrinks p_node-fold and the
+p_node links of a node work in parallel. Time: the ring formulas with (p_node, n) inside
+and (N, n/p_node) across. Notation: p_node = ``local_size``, N = number of nodes, j
+local rank.
 """
 
 from __future__ import annotations
@@ -34,18 +35,18 @@ from aiinfra.comm.ring import (
 
 @dataclass(frozen=True)
 class Hierarchy:
-    """This rank's place in a grid of N nodes x L ranks, with the two sub-groups.
+    """This rank's place in a grid of N nodes x p_node ranks, with the two sub-groups.
 
-    Group ranks [0, L) form node 0, [L, 2L) node 1, and so on. Build it with
-    :meth:`create`, once, and reuse it: creating process groups is slow.
+    Group ranks [0, p_node) form node 0, [p_node, 2 p_node) node 1, and so on. Build it
+    with :meth:`create`, once, and reuse it: creating process groups is slow.
 
     Attributes:
-        local_size: L, ranks per node.
-        num_nodes: N = p / L.
-        local_rank: l = r mod L, this rank's index inside its node.
-        node_rank: r // L, the index of this rank's node.
-        intra_group: the L ranks of this node, ordered by local rank.
-        inter_group: the N ranks with local rank l, one per node, ordered by node.
+        local_size: p_node, ranks per node.
+        num_nodes: N = p / p_node.
+        local_rank: j = r mod p_node, this rank's index inside its node.
+        node_rank: r // p_node, the index of this rank's node.
+        intra_group: the p_node ranks of this node, ordered by local rank.
+        inter_group: the N ranks with local rank j, one per node, ordered by node.
         group: the parent group; ``None`` means the world.
     """
 
@@ -64,13 +65,13 @@ class Hierarchy:
         """Split ``group`` into nodes of ``local_size`` ranks; a collective call.
 
         Every rank of ``group`` must call it, with the same ``local_size``, at the same
-        point of its program (it calls ``dist.new_group`` N + L times). When
+        point of its program (it calls ``dist.new_group`` N + p_node times). When
         ``group`` is a sub-group, ranks outside it do not call it: the new groups are
         then created with ``use_local_synchronization=True``, which names a group by
         its rank list, so create at most one such hierarchy per parent group.
 
         Args:
-            local_size: L, ranks per node, >= 1 and dividing the group size p.
+            local_size: p_node, ranks per node, >= 1 and dividing the group size p.
             group: the parent group; ``None`` means the world.
 
         Returns:
@@ -148,10 +149,10 @@ def hierarchical_all_reduce(
         fields = {"tensor.numel()": tensor.numel(), "tensor.dtype": tensor.dtype}
         check_same_on_all_ranks({**fields, "op": op}, hierarchy.group, tensor.device)
     h = hierarchy
-    chunks = tensor.view(-1).tensor_split(h.local_size)  # L shards of about n/L
+    chunks = tensor.view(-1).tensor_split(h.local_size)  # p_node shards of ~n/p_node
     # region three-phases
     shard = ring_reduce_scatter_chunks(chunks, op, h.intra_group)  # 1. inside node
-    if shard.numel() > 0:  # n < L leaves some shards empty, on every node alike
+    if shard.numel() > 0:  # n < p_node leaves some shards empty, on every node alike
         ring_all_reduce(shard, op, h.inter_group, check_consistency=False)  # 2. across
     chunks[h.local_rank].copy_(shard)
     ring_all_gather_chunks(chunks, h.intra_group)  # 3. inside node

@@ -1,13 +1,13 @@
 """What NCCL runs, in the alpha-beta-gamma model: rails, double trees and switches.
 
-NCCL does not run the textbook algorithms of :mod:`aiinfra.comm.cost` as they stand
-(Hu et al. 2025). Its rings run as several *channels* at once, one per NIC (a
-*rail*) between nodes, so that a node's NICs add up; its trees are two binary trees
-in which every rank is a leaf at least once (Sanders, Speck & Traff 2009), each
-carrying half the data in small pipelined chunks; and where the switches can add
-(InfiniBand SHARP, NVLink SHARP in NVSwitch) each rank sends its n bytes up once and
-receives the sum once. Notation: n bytes per rank, p ranks, N nodes of L ranks, R
-NICs (rails) per node, lg = log2. Arguments are checked as in :mod:`.cost`.
+NCCL does not run the textbook algorithms of :mod:`aiinfra.comm.cost` as they stand (Hu
+et al. 2025). Its rings run as several *channels* at once, one per NIC (a *rail*)
+between nodes, so that a node's NICs add up; its trees are two binary trees in which
+every rank is a leaf at least once (Sanders, Speck & Traff 2009), each carrying half the
+data in small pipelined chunks; and where the switches can add (InfiniBand SHARP, NVLink
+SHARP in NVSwitch) each rank sends its n bytes up once and receives the sum once.
+Notation: n bytes per rank, p ranks, N nodes of p_node ranks (``local_size``), R NICs
+(rails) per node, lg = log2. Arguments are checked as in :mod:`.cost`.
 """
 
 from __future__ import annotations
@@ -113,9 +113,9 @@ def in_network_all_reduce_time(n: float, p: int, link: Link) -> float:
 def ring_inter_node_hops(p: int, local_size: int) -> int:
     """How many of the 2(p-1) hops of a ring all-reduce's chunk cross a node.
 
-    A ring over N nodes of L ranks, in rank order, crosses N node boundaries per lap
-    of p hops; 2(p-1) hops are two laps less two hops, which miss a boundary
-    unless L < 3.
+    A ring over N nodes of p_node ranks, in rank order, crosses N node boundaries per
+    lap of p hops; 2(p-1) hops are two laps less two hops, which miss a boundary unless
+    p_node < 3.
     """
     _int_ge_1("local_size", local_size)
     if p % local_size:

@@ -1,14 +1,14 @@
 """nccl-tests' way of reporting a measured collective: bus bandwidth, results files.
 
-A time t for a collective on S bytes is reported, as nccl-tests does
-(``doc/PERFORMANCE.md``), as the algorithm bandwidth algbw = S / t and the bus
-bandwidth busbw = algbw x factor, where the factor, 2(n-1)/n for all-reduce on n
-ranks, (n-1)/n for reduce-scatter, all-gather and all-to-all, 1 for broadcast and
+A time t for a collective on size bytes is reported, as nccl-tests does
+(``doc/PERFORMANCE.md``), as the algorithm bandwidth algbw = size / t and the bus
+bandwidth busbw = algbw x factor, where the factor, 2(p-1)/p for all-reduce on p
+ranks, (p-1)/p for reduce-scatter, all-gather and all-to-all, 1 for broadcast and
 reduce, scales algbw to the traffic on the busiest link of an optimal algorithm: busbw
-is the number to hold against a link's peak bandwidth, whatever the collective and n.
-S is the whole buffer (the all-gather output, the reduce-scatter input). A run's rows
-are stored by :mod:`aiinfra.results` (kind ``collectives``) with a stamp of where and
-when they were measured.
+is the number to hold against a link's peak bandwidth, whatever the collective and p.
+The size is the whole buffer (the all-gather output, the reduce-scatter input). A
+run's rows are stored by :mod:`aiinfra.results` (kind ``collectives``) with a stamp of
+where and when they were measured.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from aiinfra import results
 from aiinfra.report import Table
 
 # region busbw-factors
-# nccl-tests doc/PERFORMANCE.md: busbw = algbw x factor, with S the total size.
+# nccl-tests doc/PERFORMANCE.md: busbw = algbw x factor, with size the total size.
 BUSBW_FACTORS: dict[str, Callable[[int], float]] = {
     "all_reduce": lambda n: 2 * (n - 1) / n,
     "reduce_scatter": lambda n: (n - 1) / n,
@@ -49,7 +49,7 @@ def busbw_factor(collective: str, n: int) -> float:
 
 
 def algbw(size_bytes: float, seconds: float) -> float:
-    """Algorithm bandwidth S / t in GB/s (10^9 bytes per second, as nccl-tests).
+    """Algorithm bandwidth size / t in GB/s (10^9 bytes per second, as nccl-tests).
 
     Raises:
         ValueError: ``size_bytes`` < 0 or ``seconds`` <= 0.
@@ -76,7 +76,7 @@ def busbw_factor_table(ns: tuple[int, ...] = (2, 4, 8, 16, 64, 1024)) -> Table:
     """Busbw / algbw per collective (rows) and rank count (columns)."""
     rows = [[c] + [round(busbw_factor(c, n), 4) for n in ns] for c in BUSBW_FACTORS]
     return Table(
-        ["collective"] + [f"n = {n}" for n in ns],
+        ["collective"] + [f"p = {n}" for n in ns],
         rows,
         note="busbw = algbw x factor (nccl-tests doc/PERFORMANCE.md)",
     )

@@ -194,10 +194,11 @@ def _ring(members: Sequence[int]) -> tuple[tuple[int, int], ...]:
 def simulate_hierarchical_all_reduce(num_nodes: int, local_size: int) -> list[Step]:
     """Replay :func:`~aiinfra.comm.hierarchical_all_reduce` phase by phase.
 
-    Ranks [0, L) are node 0, [L, 2L) node 1, ...; each buffer is L shards. (1) A ring
-    reduce-scatter inside each node leaves local rank l with shard l of the node's
-    sum; (2) the ranks with local rank l, one per node, all-reduce it in a ring; (3)
-    a ring all-gather inside each node hands every rank all L shards.
+    Ranks [0, p_node) are node 0, [p_node, 2 p_node) node 1, ...; each buffer is
+    p_node shards (p_node = ``local_size``). (1) A ring
+    reduce-scatter inside each node leaves local rank j with shard j of the node's
+    sum; (2) the ranks with local rank j, one per node, all-reduce it in a ring; (3)
+    a ring all-gather inside each node hands every rank all p_node shards.
 
     Returns:
         The start and the three phases, in order.
@@ -209,12 +210,12 @@ def simulate_hierarchical_all_reduce(num_nodes: int, local_size: int) -> list[St
     _check_int("local_size", local_size)
     L, p = local_size, num_nodes * local_size
     nodes = [list(range(n * L, (n + 1) * L)) for n in range(num_nodes)]  # intra groups
-    peers = [list(range(i, p, L)) for i in range(L)]  # inter groups, one per l
+    peers = [list(range(i, p, L)) for i in range(L)]  # inter groups, one per local rank
     held = [[frozenset({r})] * L for r in range(p)]
     steps = [Step("start", 0, (), _freeze(held))]
 
     def shard_sums(groups: list[list[int]]) -> list[list[frozenset[int]]]:
-        """Shard l of each rank, summed over the rank's group; other shards empty."""
+        """Shard r mod p_node of each rank, summed over its group; others empty."""
         out = [[frozenset()] * L for _ in range(p)]
         for group in groups:
             for r in group:

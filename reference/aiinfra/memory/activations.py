@@ -10,7 +10,8 @@ sequence parallelism splits too, what selective recomputation of the attention c
 drops (the 5as/h term), and what full recomputation keeps (the layer input, 2sbh).
 :func:`saved_activation_terms` lists the paper's terms one by one for any element
 size, so the 32-bit measurement of :mod:`aiinfra.memory.measure` can be compared
-term by term.
+term by term. This module keeps the paper's letters (s, a, t) in its arguments and
+formulas; the book writes T, H and p for them (docs/notation.rst).
 
 That count is the 2022 GPT baseline: an explicit softmax whose (b, a, s, s) output,
 dropout mask and dropout output are saved. A fused attention kernel

@@ -68,26 +68,29 @@ def segments_figure(n_layers: int = 16, width: int = 16, b: int = 4) -> Figure:
     """Peak saved bytes of a checkpointed chain against the number of segments.
 
     Args:
-        n_layers: n, Linear + GELU layers in the chain.
+        n_layers: L, Linear + GELU layers in the chain.
         width: features per layer.
         b: batch rows.
 
     Returns:
-        Measured peaks (dots), the exact model (line) and sqrt(n a / c) (dashed).
+        Measured peaks (dots), the exact model (line) and sqrt(L a_layer / a_in)
+        (dashed).
     """
     layers = gelu_chain(n_layers, width)
-    c = 4 * b * width  # fp32 layer input
+    c = 4 * b * width  # a_in: an fp32 layer input
     ks = list(range(1, n_layers + 1))
     measured = [measure_segments(layers, k, b).peak_bytes for k in ks]
     model = [checkpointed_peak_bytes(n_layers, k, 2 * c, c) for k in ks]
     fig = Figure(figsize=(6.4, 4))
     ax = fig.add_subplot()
-    ax.plot(ks, [m / c for m in model], "-", label="model: max_j (j c + size_j a - c)")
+    exact = "model: max over $j$ of $j a_{in} + L_j a_{layer} - a_{in}$"
+    ax.plot(ks, [m / c for m in model], "-", label=exact)
     ax.plot(ks, [m / c for m in measured], "o", label="measured (saved-tensor hooks)")
-    ax.axvline(sqrt_rule(n_layers, 2 * c, c), ls="--", c="gray", label="sqrt(n a / c)")
-    ax.set_xlabel("segments k")
-    ax.set_ylabel("peak saved bytes / c (one layer input)")
-    ax.set_title(f"{n_layers} layers, a = 2c")
+    rule = "$\\sqrt{L a_{layer} / a_{in}}$"
+    ax.axvline(sqrt_rule(n_layers, 2 * c, c), ls="--", c="gray", label=rule)
+    ax.set_xlabel("segments $c$")
+    ax.set_ylabel("peak saved bytes / $a_{in}$ (one layer input)")
+    ax.set_title(f"{n_layers} layers, $a_{{layer}} = 2 a_{{in}}$")
     ax.legend()
     fig.tight_layout()
     return fig

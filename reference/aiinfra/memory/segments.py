@@ -1,13 +1,14 @@
-"""How many checkpoints: the sqrt(n) rule of Chen et al. 2016.
+"""How many checkpoints: the sqrt(L) rule of Chen et al. 2016.
 
-Split a chain of n layers into k checkpointed segments. Forward keeps only the k
-segment inputs, c bytes each. Backward walks the segments from the last to the first;
-at segment j it recomputes that segment and holds its activations, a bytes per layer,
-while the inputs of segments 1..j are still kept. The peak is therefore about
-k c + (n/k) a, smallest at k = sqrt(n a / c): with a = c, sqrt(n) checkpoints and
-O(sqrt(n)) memory for one extra forward pass (Chen et al., "Training Deep Nets with
-Sublinear Memory Cost", Sec. 4). :func:`checkpointed_peak_bytes` is the exact count,
-which the tests hold against the bytes measured with
+Split a chain of L layers into c checkpointed segments. Forward keeps only the c
+segment inputs, a_in bytes each. Backward walks the segments from the last to the
+first; at segment j it recomputes that segment and holds its activations, a_layer
+bytes per layer, while the inputs of segments 1..j are still kept. The peak is
+therefore about c a_in + (L/c) a_layer, smallest at c = sqrt(L a_layer / a_in): with
+a_layer = a_in, sqrt(L) checkpoints and O(sqrt(L)) memory for one extra forward pass
+(Chen et al., "Training Deep Nets with Sublinear Memory Cost", Sec. 4; the paper
+writes n for the layers and k for the segments). :func:`checkpointed_peak_bytes` is
+the exact count, which the tests hold against the bytes measured with
 :class:`aiinfra.memory.measure.SavedTensorLog` over a chain of real layers.
 """
 
@@ -20,11 +21,11 @@ def segment_sizes(n_layers: int, segments: int) -> list[int]:
     """Layers per segment, as :func:`aiinfra.memory.checkpoint.checkpoint_sequential`.
 
     Args:
-        n_layers: n, layers in the chain.
-        segments: k, 1 to n.
+        n_layers: L, layers in the chain.
+        segments: c, 1 to L.
 
     Returns:
-        k sizes adding up to n; the first ``n % k`` segments get one extra layer.
+        c sizes adding up to L; the first ``L % c`` segments get one extra layer.
 
     Raises:
         ValueError: ``segments`` is not between 1 and ``n_layers``.
@@ -40,21 +41,22 @@ def segment_sizes(n_layers: int, segments: int) -> list[int]:
 def checkpointed_peak_bytes(
     n_layers: int, segments: int, layer_bytes: float, input_bytes: float
 ) -> float:
-    """Peak bytes saved for backward when n layers run as k checkpointed segments.
+    """Peak bytes saved for backward when L layers run as c checkpointed segments.
 
     While segment j (1-based, from the input) is recomputed, the inputs of segments
-    1..j are held (j c) and so are the activations of its layers (size_j a); its
-    first layer saves the segment input again, which is the same memory, so c is
-    subtracted once. Without checkpointing (k = 1) this is n a.
+    1..j are held (j a_in) and so are the activations of its L_j layers
+    (L_j a_layer); its first layer saves the segment input again, which is the same
+    memory, so a_in is subtracted once. Without checkpointing (c = 1) this is
+    L a_layer.
 
     Args:
-        n_layers: n, identical layers in a chain.
-        segments: k, the number of segments.
-        layer_bytes: a, bytes one layer saves for backward, its input included.
-        input_bytes: c, bytes of one layer's input (a checkpoint).
+        n_layers: L, identical layers in a chain.
+        segments: c, the number of segments.
+        layer_bytes: a_layer, bytes one layer saves for backward, its input included.
+        input_bytes: a_in, bytes of one layer's input (a checkpoint).
 
     Returns:
-        max over j of j c + size_j a - c, in bytes.
+        max over j of j a_in + L_j a_layer - a_in, in bytes.
 
     Raises:
         ValueError: ``segments`` is not between 1 and ``n_layers``, or a size is
@@ -70,15 +72,15 @@ def checkpointed_peak_bytes(
 
 
 def optimal_segments(n_layers: int, layer_bytes: float, input_bytes: float) -> int:
-    """The number of segments that minimises the peak (exact search over k).
+    """The number of segments that minimises the peak (exact search over c).
 
     Args:
-        n_layers: n, identical layers in a chain.
-        layer_bytes: a, bytes one layer saves, its input included.
-        input_bytes: c, bytes of one checkpoint.
+        n_layers: L, identical layers in a chain.
+        layer_bytes: a_layer, bytes one layer saves, its input included.
+        input_bytes: a_in, bytes of one checkpoint.
 
     Returns:
-        The smallest k with the least :func:`checkpointed_peak_bytes`; close to
+        The smallest c with the least :func:`checkpointed_peak_bytes`; close to
         :func:`sqrt_rule`.
     """
     return min(
@@ -90,12 +92,12 @@ def optimal_segments(n_layers: int, layer_bytes: float, input_bytes: float) -> i
 def sqrt_rule(
     n_layers: int, layer_bytes: float = 1.0, input_bytes: float = 1.0
 ) -> float:
-    """Chen et al.'s continuous optimum k* = sqrt(n a / c) (sqrt(n) when a = c).
+    """Chen et al.'s continuous optimum c* = sqrt(L a_layer / a_in) (sqrt(L) if equal).
 
     Args:
-        n_layers: n, layers in the chain.
-        layer_bytes: a, bytes one layer saves.
-        input_bytes: c, bytes of one checkpoint (positive).
+        n_layers: L, layers in the chain.
+        layer_bytes: a_layer, bytes one layer saves.
+        input_bytes: a_in, bytes of one checkpoint (positive).
 
     Returns:
         The real-valued optimum number of segments.

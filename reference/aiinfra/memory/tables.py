@@ -134,15 +134,15 @@ def step_rows_table(model: str = "llama-3-8b", s: int = 8192, b: int = 1) -> Tab
             [f"model states, {sources[layout]}", f"{2 + grad_bytes + k} Psi", total]
         )
     for attention, label, formula in (
-        ("materialised", "softmax + dropout kept (Korthikanti)", "L sbh (34 + 5as/h)"),
-        ("flash", "fused attention, no dropout", "L (32 sbh + 4asb)"),
+        ("materialised", "softmax + dropout kept (Korthikanti)", "L Tbh (34 + 5HT/h)"),
+        ("flash", "fused attention, no dropout", "L (32 Tbh + 4bHT)"),
     ):
         per_layer = activation_bytes_per_layer(s, b, h, a, attention=attention)
         rows.append([f"activations, {label}", formula, n_layers * per_layer])
     rows.append(
         [
             "logits + cross-entropy (fp32)",
-            "4 sbh (1 + V/h)",
+            "4 Tbh (1 + V/h)",
             output_layer_bytes(s, b, h, v),
         ]
     )

@@ -3,14 +3,14 @@
 Multi-head attention (Vaswani et al. 2017) gives each of the ``H`` query heads its own
 key and value head. Multi-query attention (Shazeer 2019) shares one key/value head
 among all of them; grouped-query attention (Ainslie et al. 2023) sits in between:
-``G`` key/value heads, each shared by a group of ``R = H / G`` query heads. One
+``G`` key/value heads, each shared by a group of ``H / G`` query heads. One
 parameter, ``n_kv_heads = G``, selects the variant: ``G = H`` is MHA, ``G = 1`` is
 MQA; Mistral adds a sliding window (Jiang et al. 2023): a query sees only the
 ``W`` latest keys. During decoding the keys and values of past tokens are kept in a
 :class:`KVCache` so that each new token costs one row of attention, not a whole
-forward pass; the cache holds ``2 G D`` numbers per token and layer (DeepSeek-V2,
-Table 1). Notation: ``B`` batch, ``T`` new positions, ``S`` cached positions,
-``D`` head dimension, ``d`` model width.
+forward pass; the cache holds ``2 G d`` numbers per token and layer (DeepSeek-V2,
+Table 1). Notation (the book's): ``B`` batch, ``T`` new positions, ``T_kv`` cached
+positions (the local ``S``), ``d`` head dimension (the local ``D``), ``h`` model width.
 """
 
 from __future__ import annotations
@@ -50,10 +50,10 @@ class KVCache:
         v_dim = k_dim if v_dim is None else v_dim
         self.k = torch.zeros(
             batch_size, n_kv_heads, max_seq_len, k_dim, dtype=dtype, device=device
-        )  # (B, G, S_max, D_k)
+        )  # (B, G, T_max, d)
         self.v = torch.zeros(
             batch_size, n_kv_heads, max_seq_len, v_dim, dtype=dtype, device=device
-        )  # (B, G, S_max, D_v)
+        )  # (B, G, T_max, d_v)
         self.max_seq_len = max_seq_len
         self.length = 0
 
@@ -61,12 +61,12 @@ class KVCache:
         """Append ``T`` new positions and return everything cached so far.
 
         Args:
-            k: new keys, shape ``(B, G, T, D_k)``.
-            v: new values, shape ``(B, G, T, D_v)``.
+            k: new keys, shape ``(B, G, T, d)``.
+            v: new values, shape ``(B, G, T, d_v)``.
 
         Returns:
-            ``(k, v)`` of all ``S = length`` positions: ``(B, G, S, D_k)``,
-            ``(B, G, S, D_v)``.
+            ``(k, v)`` of all ``T_kv = length`` positions: ``(B, G, T_kv, d)``,
+            ``(B, G, T_kv, d_v)``.
 
         Raises:
             ValueError: the shapes do not match the cache, or the cache would
@@ -103,46 +103,46 @@ def grouped_attention(
     scale: float | None = None,
     window: int = 0,
 ) -> Tensor:
-    """Causal softmax attention in which ``R = H / G`` query heads share a KV head.
+    """Causal softmax attention in which ``H / G`` query heads share a KV head.
 
     Query row ``t`` sits at position ``p = start_pos + t`` and sees keys ``0 .. p``,
     or with a sliding window (Mistral) only the ``window`` latest,
-    ``p - window + 1 .. p``. Query head ``h`` uses key/value head ``h // R``, the
+    ``p - window + 1 .. p``. Query head ``i`` uses key/value head ``i // (H / G)``, the
     same convention as ``repeat_interleave`` (and SDPA's ``enable_gqa``).
 
     Args:
-        q: queries, shape ``(B, H, T, D_k)``.
-        k: keys, shape ``(B, G, S, D_k)``.
-        v: values, shape ``(B, G, S, D_v)``.
-        start_pos: position of the first query (``S - T`` when decoding).
-        scale: score scale; default ``1 / sqrt(D_k)``.
+        q: queries, shape ``(B, H, T, d)``.
+        k: keys, shape ``(B, G, T_kv, d)``.
+        v: values, shape ``(B, G, T_kv, d_v)``.
+        start_pos: position of the first query (``T_kv - T`` when decoding).
+        scale: score scale; default ``1 / sqrt(d)``.
         window: keys a query sees, itself included; 0 for all earlier keys.
 
     Returns:
-        The attention output, shape ``(B, H, T, D_v)``.
+        The attention output, shape ``(B, H, T, d_v)``.
     """
     # region grouped-attention
     B, H, T, D = q.shape
     G, S = k.shape[1], k.shape[2]
     scale = 1 / math.sqrt(D) if scale is None else scale
-    q = q.view(B, G, H // G, T, D)  # (B, G, R, T, D_k)
-    scores = torch.einsum("bgrtd,bgsd->bgrts", q, k) * scale  # (B, G, R, T, S)
+    q = q.view(B, G, H // G, T, D)  # (B, G, H/G, T, d)
+    scores = torch.einsum("bgrtd,bgsd->bgrts", q, k) * scale  # (B, G, H/G, T, T_kv)
     pos_q = start_pos + torch.arange(T, device=q.device)[:, None]  # (T, 1)
-    pos_k = torch.arange(S, device=q.device)  # (S,)
-    visible = pos_k <= pos_q  # (T, S)
+    pos_k = torch.arange(S, device=q.device)  # (T_kv,)
+    visible = pos_k <= pos_q  # (T, T_kv)
     if window:
-        visible &= pos_k > pos_q - window  # (T, S)
+        visible &= pos_k > pos_q - window  # (T, T_kv)
     scores = scores.masked_fill(~visible, float("-inf"))
-    p = torch.softmax(scores.float(), dim=-1).type_as(v)  # (B, G, R, T, S)
-    o = torch.einsum("bgrts,bgse->bgrte", p, v)  # (B, G, R, T, D_v)
-    return o.reshape(B, H, T, v.shape[-1])  # (B, H, T, D_v)
+    p = torch.softmax(scores.float(), dim=-1).type_as(v)  # (B, G, H/G, T, T_kv)
+    o = torch.einsum("bgrts,bgse->bgrte", p, v)  # (B, G, H/G, T, d_v)
+    return o.reshape(B, H, T, v.shape[-1])  # (B, H, T, d_v)
 
 
 class GroupedQueryAttention(nn.Module):
     """Attention with ``n_heads`` query heads and ``n_kv_heads`` key/value heads.
 
-    The config gives the sizes ``d``, ``H``, ``G``, ``D`` (which need not equal
-    ``d / H``), the RoPE table (``max_seq_len``, ``rope_theta``; no rotation when
+    The config gives the sizes ``h``, ``H``, ``G``, ``d`` (which need not equal
+    ``h / H``), the RoPE table (``max_seq_len``, ``rope_theta``; no rotation when
     ``position`` is ``"learned"``), the biases (on ``W_q, W_k, W_v`` when
     ``qkv_bias`` or ``bias``, on ``W_o`` when ``bias``) and the sliding window.
 
@@ -182,7 +182,7 @@ class GroupedQueryAttention(nn.Module):
         max_seq_len: int | None = None,
         dtype: torch.dtype | None = None,
     ) -> KVCache:
-        """An empty cache shaped for this layer (``G`` heads of width ``D``)."""
+        """An empty cache shaped for this layer (``G`` heads of width ``d``)."""
         return KVCache(
             batch_size,
             max_seq_len or self.max_seq_len,
@@ -196,14 +196,14 @@ class GroupedQueryAttention(nn.Module):
         """Attend causally over ``x`` (and, with a cache, over all earlier tokens).
 
         Args:
-            x: hidden states of ``T`` new tokens, shape ``(B, T, d)``.
+            x: hidden states of ``T`` new tokens, shape ``(B, T, h)``.
             cache: this layer's cache; the new keys and values are appended to it.
 
         Returns:
-            Shape ``(B, T, d)``.
+            Shape ``(B, T, h)``.
 
         Raises:
-            ValueError: ``x`` is not ``(B, T, d)``, the cache does not fit this
+            ValueError: ``x`` is not ``(B, T, h)``, the cache does not fit this
                 layer or would overflow, or positions run past the RoPE table.
         """
         if x.dim() != 3 or x.shape[-1] != self.d_model:
@@ -212,12 +212,12 @@ class GroupedQueryAttention(nn.Module):
         B, T, _ = x.shape
         H, G, D = self.n_heads, self.n_kv_heads, self.head_dim
         start = 0 if cache is None else cache.length
-        q = self.wq(x).view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)
-        k = self.wk(x).view(B, T, G, D).transpose(1, 2)  # (B, G, T, D)
-        v = self.wv(x).view(B, T, G, D).transpose(1, 2)  # (B, G, T, D)
+        q = self.wq(x).view(B, T, H, D).transpose(1, 2)  # (B, H, T, d)
+        k = self.wk(x).view(B, T, G, D).transpose(1, 2)  # (B, G, T, d)
+        v = self.wv(x).view(B, T, G, D).transpose(1, 2)  # (B, G, T, d)
         if self.rope is not None:
             q, k = self.rope(q, start), self.rope(k, start)
         if cache is not None:
-            k, v = cache.update(k, v)  # (B, G, S, D) with S = start + T
-        o = grouped_attention(q, k, v, start, window=self.window)  # (B, H, T, D)
-        return self.wo(o.transpose(1, 2).reshape(B, T, H * D))  # (B, T, d)
+            k, v = cache.update(k, v)  # (B, G, T_kv, d) with T_kv = start + T
+        o = grouped_attention(q, k, v, start, window=self.window)  # (B, H, T, d)
+        return self.wo(o.transpose(1, 2).reshape(B, T, H * D))  # (B, T, h)

@@ -1,15 +1,15 @@
 """Attention FLOPs: the full square, the causal half, a sliding window, and backward.
 
-PaLM's ``12 L H Q T`` (Chowdhery et al. 2022, App. B) counts every query against
-every key of the sequence, ``T^2`` pairs, and so do the MFU formulas built on it
-(PaLM's ``6N + 12 L H Q T``; Megatron's ``96 B s l h^2 (1 + s / 6h + ...)``,
-Narayanan et al. 2021, Sec. 5.1). A causal kernel skips the keys after each query
-and computes ``T (T + 1) / 2`` pairs, about half; FlashAttention-2's benchmarks
-(Dao 2023, Sec. 4.1) divide the FLOPs by 2 for a causal mask. With Mistral's sliding
-window (Jiang et al. 2023) a query sees at most ``W`` keys, so a sequence has about
-``T W`` pairs instead of ``T^2 / 2`` once ``T > W``. The module counts the pairs of
-each convention; :mod:`aiinfra.models.kernel_matmuls` counts the other factor of
-the FLOPs a kernel executes, its matrix products per pair.
+PaLM's ``12 L H d T`` (Chowdhery et al. 2022, App. B) counts every query against every
+key of the sequence, ``T^2`` pairs, and so do the MFU formulas built on it (PaLM's
+``6 Psi + 12 L H d T``; Megatron's ``96 B T L h^2 (1 + T / 6h + ...)``, Narayanan et al.
+2021, Sec. 5.1, who write ``s`` and ``l`` for ``T`` and ``L``). A causal kernel skips
+the keys after each query and computes ``T (T + 1) / 2`` pairs, about half;
+FlashAttention-2's benchmarks (Dao 2023, Sec. 4.1) divide the FLOPs by 2 for a causal
+mask. With Mistral's sliding window (Jiang et al. 2023) a query sees at most ``W`` keys,
+so a sequence has about ``T W`` pairs instead of ``T^2 / 2`` once ``T > W``. The module
+counts the pairs of each convention; :mod:`aiinfra.models.kernel_matmuls` counts the
+other factor of the FLOPs a kernel executes, its matrix products per pair.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def attention_training_flops(
     """Attention FLOPs of one training step per token, ``6 L H (d_qk + d_v) P / T``.
 
     ``P`` is :func:`attended_pairs`; with ``P = T^2`` this is PaLM's
-    ``12 L H Q T`` (:func:`aiinfra.models.flops.attention_flops_per_token`).
+    ``12 L H d T`` (:func:`aiinfra.models.flops.attention_flops_per_token`).
 
     Args:
         c: the model; ``window`` uses ``c.sliding_window``.
@@ -99,7 +99,7 @@ def conventions_table(
         names: keys of :data:`~aiinfra.models.presets.PRESETS`.
 
     Returns:
-        One row per model: ``6N``, the attention term counted over the full square
+        One row per model: ``6 Psi``, the attention term counted over the full square
         and over the pairs a causal (or sliding-window) kernel computes, in GFLOP
         per token, and the attention share of training FLOPs under each.
     """
@@ -123,14 +123,14 @@ def conventions_table(
         )
     note = (
         "GFLOP = 1e9 FLOPs per token of one training step. Full: all T^2 query-key "
-        "pairs, PaLM's 12 L H Q T, which MFU counts. Executed: the pairs a causal "
+        "pairs, PaLM's 12 L H d T, which MFU counts. Executed: the pairs a causal "
         "kernel computes, T (T + 1) / 2, or with a sliding window W, "
         "W (W + 1) / 2 + (T - W) W."
     )
     return Table(
         [
             "model",
-            "6N (GFLOP)",
+            "6 Psi (GFLOP)",
             "attention, full (GFLOP)",
             "kernel",
             "attention, executed (GFLOP)",

@@ -75,7 +75,7 @@ class PeakMemory(TorchDispatchMode):
 
 def _attention_inputs(n: int, d: int, seed: int = 0) -> list[Tensor]:
     g = torch.Generator().manual_seed(seed)
-    shape = (1, 1, n, d)  # (B, H, N, d)
+    shape = (1, 1, n, d)  # (B, H, T, d)
     return [torch.randn(shape, generator=g).requires_grad_() for _ in range(3)]
 
 
@@ -83,8 +83,8 @@ def peak_bytes(fn: Callable[..., Tensor], n: int, d: int = 64) -> int:
     """Peak bytes created by one forward and backward pass of ``fn(q, k, v)``.
 
     Args:
-        fn: attention, ``(B, H, N, d)`` in and out.
-        n: sequence length ``N`` (``B = H = 1``, fp32).
+        fn: attention, ``(B, H, T, d)`` in and out.
+        n: sequence length ``T`` (``B = H = 1``, fp32).
         d: head dimension.
 
     Returns:
@@ -133,7 +133,7 @@ def memory_curve(
     """Peak and saved bytes of standard and tiled attention over sequence lengths.
 
     Args:
-        ns: sequence lengths ``N`` (a tuple: results are cached per argument).
+        ns: sequence lengths ``T`` (a tuple: results are cached per argument).
         d: head dimension.
         block: ``B_r = B_c`` of the tiled algorithm.
 
@@ -181,7 +181,7 @@ def growth_exponent(ns: Sequence[int], values: Sequence[float]) -> float:
 
 
 def memory_figure(curve: dict[str, list[int]] | None = None) -> Figure:
-    """Log-log plot of measured peak bytes against ``N``, standard against tiled."""
+    """Log-log plot of measured peak bytes against ``T``, standard against tiled."""
     from matplotlib.figure import Figure
 
     curve = curve or memory_curve()
@@ -195,10 +195,10 @@ def memory_figure(curve: dict[str, list[int]] | None = None) -> Figure:
         mib = [b / 2**20 for b in curve[f"{name}_peak"]]
         slope = growth_exponent(ns, curve[f"{name}_peak"])
         ax.loglog(
-            ns, mib, marker=marker, label=f"{label}: $\\propto N^{{{slope:.2f}}}$"
+            ns, mib, marker=marker, label=f"{label}: $\\propto T^{{{slope:.2f}}}$"
         )
     ax.set_xscale("log", base=2)
-    ax.set_xlabel("sequence length N")
+    ax.set_xlabel("sequence length T")
     ax.set_ylabel("peak MiB (forward + backward)")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
@@ -222,7 +222,7 @@ def memory_table(curve: dict[str, list[int]] | None = None) -> Table:
         "backward (saved_tensors_hooks)."
     )
     return Table(
-        ["N", "standard peak", "tiled peak", "standard saved", "tiled saved"],
+        ["T", "standard peak", "tiled peak", "standard saved", "tiled saved"],
         rows,
         note,
     )

@@ -47,7 +47,7 @@ class AttentionBenchConfig:
     Args:
         device: ``cpu``, ``cuda`` or ``auto`` (a GPU if there is one).
         impls: implementations (default: all that run on the device).
-        seq_lens: sequence lengths N (128 256 512 on the CPU, 1K-16K on a GPU).
+        seq_lens: sequence lengths T (128 256 512 on the CPU, 1K-16K on a GPU).
         batch: B.
         heads: H (2 on the CPU, 16 on a GPU).
         head_dim: d.
@@ -216,7 +216,7 @@ def run_bench(cfg: AttentionBenchConfig) -> dict[str, Any]:
 COLUMNS = {
     "impl": "impl",
     "pass": "pass",
-    "N": "N",
+    "N": "T",
     "ms": "ms",
     "peak_mib": "peak MiB",
     "tflops": "TFLOP/s",

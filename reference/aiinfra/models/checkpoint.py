@@ -68,7 +68,7 @@ def check_modelled(hf: Mapping[str, Any]) -> None:
         ):
             raise ValueError(
                 "config fields 'scale_attn_weights'/'scale_attn_by_inverse_layer_idx'"
-                " ask for another attention scale than 1/sqrt(D)"
+                " ask for another attention scale than 1/sqrt(d)"
             )
 
 

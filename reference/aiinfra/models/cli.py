@@ -31,7 +31,7 @@ def add_bench_attention(parser: argparse.ArgumentParser) -> None:
         "--seq-lens",
         type=int_at_least(1),
         nargs="+",
-        metavar="N",
+        metavar="T",
         help="sequence lengths (default 128 256 512 on the CPU, 1024 .. 16384 on a "
         "GPU)",
     )

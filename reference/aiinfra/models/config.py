@@ -55,7 +55,7 @@ class TransformerConfig:
     tie_embeddings: bool = False
     kv_lora_rank: int = 0  # d_c of MLA; 0 selects GQA/MHA/MQA attention
     q_lora_rank: int = 0  # d_c' of MLA; 0 means queries are not compressed
-    rope_head_dim: int = 0  # d_h^R of MLA's decoupled RoPE query and key
+    rope_head_dim: int = 0  # d^R of MLA's decoupled RoPE query and key
     norm: str = "rmsnorm"  # or "layernorm" (GPT-2/3: weight and bias)
     mlp: str = "swiglu"  # or "gelu" (GPT-2/3: two matrices)
     position: str = "rope"  # or "learned" (GPT-2/3: a max_seq_len x d table)

@@ -1,16 +1,17 @@
-"""FlashAttention in plain PyTorch: tiled forward and backward, memory linear in N.
+"""FlashAttention in plain PyTorch: tiled forward and backward, memory linear in T.
 
 Standard attention (Dao et al. 2022, Alg. 0) forms ``S = Q K^T`` and
-``P = softmax(S)``, two ``N x N`` matrices per head, and autograd keeps ``P`` for the
+``P = softmax(S)``, two ``T x T`` matrices per head, and autograd keeps ``P`` for the
 backward pass. FlashAttention computes the same output block by block: a block of
 ``B_r`` queries meets the keys in blocks of ``B_c``, and the online softmax (running
 maximum ``m_i``, running sum ``l_i``, rescaled accumulator ``acc``) turns the partial
 results into the exact softmax-weighted sum. Only the output ``O`` and the
-log-sum-exp ``L = m + log l`` per row are kept (FlashAttention-2, Dao 2023, Alg. 1);
-the backward pass (Alg. 2) recomputes each block of ``P = exp(S - L)`` instead of
+log-sum-exp ``lse = m + log l`` per row are kept (FlashAttention-2, Dao 2023, Alg. 1);
+the backward pass (Alg. 2) recomputes each block of ``P = exp(S - lse)`` instead of
 reading it from memory. On a GPU the blocks live in SRAM, which is where the speed
 comes from; here the loops are in Python and the point is the algorithm and its
-``O(N)`` memory. Notation: ``B`` batch, ``H`` heads, ``N`` positions, ``d`` head dim.
+``O(T)`` memory. Notation (the book's): ``B`` batch, ``H`` heads, ``T`` positions (the
+local ``N``), ``d`` head dim.
 """
 
 from __future__ import annotations
@@ -25,27 +26,27 @@ from torch import Tensor
 def standard_attention(
     q: Tensor, k: Tensor, v: Tensor, causal: bool = False, scale: float | None = None
 ) -> Tensor:
-    """Attention that materializes the ``N x N`` scores (Alg. 0), the baseline.
+    """Attention that materializes the ``T x T`` scores (Alg. 0), the baseline.
 
     Args:
-        q: queries, shape ``(B, H, N, d)``.
+        q: queries, shape ``(B, H, T, d)``.
         k: keys, the same shape.
         v: values, the same shape.
         causal: mask key ``j > i`` for query ``i``.
         scale: default ``1 / sqrt(d)``.
 
     Returns:
-        ``softmax(q k^T scale) v``, shape ``(B, H, N, d)``.
+        ``softmax(q k^T scale) v``, shape ``(B, H, T, d)``.
     """
     scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
-    s = q @ k.transpose(-1, -2) * scale  # (B, H, N, N)
+    s = q @ k.transpose(-1, -2) * scale  # (B, H, T, T)
     if causal:
         N = q.shape[-2]
         s = s.masked_fill(
             torch.ones(N, N, dtype=torch.bool, device=q.device).triu(1), float("-inf")
         )
-    p = torch.softmax(s, dim=-1)  # (B, H, N, N)
-    return p @ v  # (B, H, N, d)
+    p = torch.softmax(s, dim=-1)  # (B, H, T, T)
+    return p @ v  # (B, H, T, d)
 
 
 def _causal_mask(
@@ -70,10 +71,10 @@ def tiled_forward(
     block_q: int,
     block_k: int,
 ) -> tuple[Tensor, Tensor]:
-    """FlashAttention-2 forward: ``O`` and the log-sum-exp ``L``, accumulated in fp32.
+    """FlashAttention-2 forward: ``O`` and the log-sum-exp ``lse``, accumulated in fp32.
 
     Args:
-        q: queries, shape ``(B, H, N, d)``.
+        q: queries, shape ``(B, H, T, d)``.
         k: keys, the same shape.
         v: values, the same shape.
         causal: skip key blocks after the query block, mask the diagonal ones.
@@ -82,13 +83,13 @@ def tiled_forward(
         block_k: ``B_c``, keys per block.
 
     Returns:
-        ``O`` of shape ``(B, H, N, d)`` and ``L`` of shape ``(B, H, N)``.
+        ``O`` of shape ``(B, H, T, d)`` and ``lse`` of shape ``(B, H, T)``.
     """
     B, H, N, d = q.shape
     wide = _acc_dtype(q)  # fp32 (fp64 for fp64 inputs)
     f32 = {"dtype": wide, "device": q.device}
-    o = torch.empty(B, H, N, d, **f32)  # (B, H, N, d)
-    lse = torch.empty(B, H, N, **f32)  # (B, H, N)
+    o = torch.empty(B, H, N, d, **f32)  # (B, H, T, d)
+    lse = torch.empty(B, H, N, **f32)  # (B, H, T)
     # region query-block
     for i0 in range(0, N, block_q):
         q_i = q[:, :, i0 : i0 + block_q].to(wide)  # (B, H, B_r, d)
@@ -129,27 +130,27 @@ def tiled_backward(
     block_q: int,
     block_k: int,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """FlashAttention-2 backward: recompute ``P`` from ``L``, never store it.
+    """FlashAttention-2 backward: recompute ``P`` from ``lse``, never store it.
 
     Args:
-        q: queries, shape ``(B, H, N, d)``.
+        q: queries, shape ``(B, H, T, d)``.
         k: keys, the same shape.
         v: values, the same shape.
         o: the forward output, the same shape.
         do: the gradient of ``o``, the same shape.
-        lse: ``L`` of the forward pass, shape ``(B, H, N)``.
+        lse: ``lse`` of the forward pass, shape ``(B, H, T)``.
         causal: as in :func:`tiled_forward`.
         scale: as in :func:`tiled_forward`.
         block_q: as in :func:`tiled_forward`.
         block_k: as in :func:`tiled_forward`.
 
     Returns:
-        ``dq, dk, dv`` in fp32, each of shape ``(B, H, N, d)``.
+        ``dq, dk, dv`` in fp32, each of shape ``(B, H, T, d)``.
     """
     N = q.shape[2]
     wide = _acc_dtype(q)  # fp32 (fp64 for fp64 inputs)
     f32 = {"dtype": wide, "device": q.device}
-    delta = (do.to(wide) * o.to(wide)).sum(dim=-1)  # D_i, (B, H, N)
+    delta = (do.to(wide) * o.to(wide)).sum(dim=-1)  # D_i, (B, H, T)
     dq = torch.zeros(q.shape, **f32)  # accumulated over key blocks
     dk, dv = torch.zeros(k.shape, **f32), torch.zeros(v.shape, **f32)
     for j0 in range(0, N, block_k):  # outer loop over keys: dK_j, dV_j stay local
@@ -177,8 +178,8 @@ def tiled_backward(
 class FlashAttention(torch.autograd.Function):
     """Tiled attention whose backward recomputes ``P`` from the saved log-sum-exp.
 
-    Saved for backward: ``q, k, v, O`` and ``L``, ``O(N d)`` numbers per head,
-    against the ``O(N^2)`` of :func:`standard_attention`.
+    Saved for backward: ``q, k, v, O`` and ``lse``, ``O(T d)`` numbers per head,
+    against the ``O(T^2)`` of :func:`standard_attention`.
     """
 
     @staticmethod
@@ -192,7 +193,7 @@ class FlashAttention(torch.autograd.Function):
         block_q: int,
         block_k: int,
     ) -> Tensor:
-        """Tiled forward; saves ``q, k, v, O, L``. Shapes as :func:`tiled_forward`."""
+        """Tiled forward; saves ``q, k, v, O, lse``. Shapes as :func:`tiled_forward`."""
         o, lse = tiled_forward(q, k, v, causal, scale, block_q, block_k)
         o = o.to(q.dtype)
         ctx.save_for_backward(q, k, v, o, lse)
@@ -208,16 +209,16 @@ class FlashAttention(torch.autograd.Function):
 
 
 def check_attention_inputs(q: Tensor, k: Tensor, v: Tensor) -> None:
-    """Raise ``ValueError`` unless q, k, v are floating ``(B, H, N, d)`` of one shape.
+    """Raise ``ValueError`` unless q, k, v are floating ``(B, H, T, d)`` of one shape.
 
     Raises:
         ValueError: wrong rank, mismatched shapes (e.g. head dims), or dtypes.
     """
     if q.dim() != 4:
-        raise ValueError(f"q must be (B, H, N, d), got shape {tuple(q.shape)}")
+        raise ValueError(f"q must be (B, H, T, d), got shape {tuple(q.shape)}")
     if k.shape != q.shape or v.shape != q.shape:
         raise ValueError(
-            f"q, k, v must have the same shape (B, H, N, d); got {tuple(q.shape)}, "
+            f"q, k, v must have the same shape (B, H, T, d); got {tuple(q.shape)}, "
             f"{tuple(k.shape)}, {tuple(v.shape)}"
         )
     if not q.is_floating_point() or k.dtype != q.dtype or v.dtype != q.dtype:
@@ -238,17 +239,17 @@ def flash_attention(
     """Exact attention computed in tiles (FlashAttention-2), differentiable.
 
     Args:
-        q: queries, shape ``(B, H, N, d)``, on any device (the loops are in
+        q: queries, shape ``(B, H, T, d)``, on any device (the loops are in
             Python).
         k: keys, the same shape.
         v: values, the same shape.
         causal: mask key ``j > i`` for query ``i``.
         scale: default ``1 / sqrt(d)``.
-        block_q: ``B_r``; need not divide ``N``.
-        block_k: ``B_c``; need not divide ``N``.
+        block_q: ``B_r``; need not divide ``T``.
+        block_k: ``B_c``; need not divide ``T``.
 
     Returns:
-        Shape ``(B, H, N, d)``, dtype of ``q``.
+        Shape ``(B, H, T, d)``, dtype of ``q``.
 
     Raises:
         ValueError: bad shapes or dtypes (see :func:`check_attention_inputs`), or a

@@ -3,7 +3,7 @@
 The kernel is the loop of :func:`aiinfra.models.flash_attention.tiled_forward` with
 one program per (query block, batch x head): the program loads its ``B_r`` queries
 once, streams the keys and values in blocks of ``B_c``, and keeps the running
-maximum ``m_i``, sum ``l_i`` and accumulator ``acc`` in registers, so the ``N x N``
+maximum ``m_i``, sum ``l_i`` and accumulator ``acc`` in registers, so the ``T x T``
 scores never reach memory (Dao et al. 2022, Alg. 1; FlashAttention-2, Dao 2023,
 Alg. 1; the layout follows Triton's fused-attention tutorial). In pseudo-code::
 
@@ -14,7 +14,7 @@ Alg. 1; the layout follows Triton's fused-attention tutorial). In pseudo-code::
         l_i = l_i * exp(m_i - m_new) + rowsum(p)
         acc = acc * exp(m_i - m_new) + p @ load(V[j])
         m_i = m_new
-    store(O[block], acc / l_i); store(L[block], m_i + log(l_i))
+    store(O[block], acc / l_i); store(lse[block], m_i + log(l_i))
 
 Exponentials use ``exp2`` with the scale premultiplied by ``log2(e)``, the fast path
 on GPUs. On the CPU the kernel runs in Triton's interpreter (``TRITON_INTERPRET=1``
@@ -49,14 +49,14 @@ except ImportError:  # the rest of the package must not need Triton
 
 @jit
 def _attn_fwd(
-    Q,  # pointer to queries, (B, H, N, D) contiguous
+    Q,  # pointer to queries, (B, H, T, d) contiguous
     K,  # pointer to keys, same layout
     V,  # pointer to values, same layout
     Out,  # pointer to the output, same layout
-    L,  # pointer to the log-sum-exp per row, (B, H, N) fp32
+    L,  # pointer to the log-sum-exp per row, (B, H, T) fp32
     qk_scale,  # score scale times log2(e), so that exp2 gives exp
     N,  # sequence length; need not be a multiple of the blocks
-    HEAD_DIM: tl.constexpr,  # D: a power of two >= 16 (tl.dot's minimum)
+    HEAD_DIM: tl.constexpr,  # d: a power of two >= 16 (tl.dot's minimum)
     BLOCK_M: tl.constexpr,  # B_r: queries per program
     BLOCK_N: tl.constexpr,  # B_c: keys per step of the inner loop
     CAUSAL: tl.constexpr,  # mask key j > query i, and stop at the diagonal
@@ -72,7 +72,7 @@ def _attn_fwd(
     row_ok = offs_m[:, None] < N
     q = tl.load(
         Q + base + offs_m[:, None] * HEAD_DIM + offs_d[None, :], mask=row_ok, other=0.0
-    )  # (B_r, D)
+    )  # (B_r, d)
     if UPCAST:
         q = q.to(tl.float32)
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)  # running max (log2 units)
@@ -89,12 +89,12 @@ def _attn_fwd(
             K + base + cols[None, :] * HEAD_DIM + offs_d[:, None],
             mask=col_ok[None, :],
             other=0.0,
-        )  # (D, B_c): K transposed
+        )  # (d, B_c): K transposed
         v = tl.load(
             V + base + cols[:, None] * HEAD_DIM + offs_d[None, :],
             mask=col_ok[:, None],
             other=0.0,
-        )  # (B_c, D)
+        )  # (B_c, d)
         if UPCAST:
             k_t, v = k_t.to(tl.float32), v.to(tl.float32)
         # region update
@@ -107,7 +107,7 @@ def _attn_fwd(
         p = tl.math.exp2(s - m_new[:, None])  # (B_r, B_c)
         alpha = tl.math.exp2(m_i - m_new)  # rescales what was summed so far
         l_i = l_i * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)  # (B_r, D)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)  # (B_r, d)
         m_i = m_new
         # endregion
     acc = acc / l_i[:, None]
@@ -132,23 +132,23 @@ def flash_attention_triton_forward(
     """Launch the forward kernel: one program per (query block, batch x head).
 
     Args:
-        q: queries, shape ``(B, H, N, D)``, on a GPU, or on the CPU under
+        q: queries, shape ``(B, H, T, d)``, on a GPU, or on the CPU under
             ``TRITON_INTERPRET=1``; fp16, bf16 or fp32 (TF32 on a GPU).
         k: keys, the same shape, device and dtype.
         v: values, the same shape, device and dtype.
         causal: mask key ``j > i`` for query ``i``.
-        scale: default ``1 / sqrt(D)``.
+        scale: default ``1 / sqrt(d)``.
         block_m: ``B_r``; default 64 on a GPU, 16 on the CPU (the interpreter is slow).
         block_n: ``B_c``; same defaults.
 
     Returns:
-        ``O`` of shape ``(B, H, N, D)`` (dtype of ``q``) and the log-sum-exp ``L``
-        of shape ``(B, H, N)`` in fp32.
+        ``O`` of shape ``(B, H, T, d)`` (dtype of ``q``) and the log-sum-exp ``lse``
+        of shape ``(B, H, T)`` in fp32.
 
     Raises:
         ImportError: Triton is not installed.
         RuntimeError: CPU tensors, but the kernel was not defined in interpreter mode.
-        ValueError: bad shapes or dtypes, ``D`` not a power of two >= 16, or block
+        ValueError: bad shapes or dtypes, ``d`` not a power of two >= 16, or block
             sizes that are not powers of two >= 16.
     """
     if not HAS_TRITON:
@@ -161,7 +161,7 @@ def flash_attention_triton_forward(
     check_attention_inputs(q, k, v)
     B, H, N, D = q.shape
     if D < 16 or D & (D - 1):
-        raise ValueError(f"head dim D must be a power of two >= 16, got {D}")
+        raise ValueError(f"head dim d must be a power of two >= 16, got {D}")
     default = 16 if q.device.type == "cpu" else 64
     block_m, block_n = block_m or default, block_n or default
     for name, b in (("block_m", block_m), ("block_n", block_n)):
@@ -170,8 +170,8 @@ def flash_attention_triton_forward(
     scale = 1 / math.sqrt(D) if scale is None else scale
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
     upcast = q.device.type == "cpu"  # the interpreter: fp32 tiles, fp32 output
-    o = torch.empty_like(q, dtype=torch.float32 if upcast else q.dtype)  # (B,H,N,D)
-    lse = torch.empty(B, H, N, dtype=torch.float32, device=q.device)  # (B, H, N)
+    o = torch.empty_like(q, dtype=torch.float32 if upcast else q.dtype)  # (B,H,T,d)
+    lse = torch.empty(B, H, N, dtype=torch.float32, device=q.device)  # (B, H, T)
     grid = (triton.cdiv(N, block_m), B * H)
     _attn_fwd[grid](
         q,

@@ -2,7 +2,7 @@
 
 The backward pass (Dao 2023, FlashAttention-2, Alg. 2) needs ``P`` again but never
 stored it: each block is recomputed from the saved log-sum-exp,
-``P_ij = exp(S_ij - L_i)``. With ``D_i = rowsum(dO_i * O_i)`` the gradients are
+``P_ij = exp(S_ij - lse_i)``. With ``D_i = rowsum(dO_i * O_i)`` the gradients are
 ``dV_j = sum_i P_ij^T dO_i``, ``dS_ij = P_ij * (dO_i V_j^T - D_i)``,
 ``dK_j = scale sum_i dS_ij^T Q_i`` and ``dQ_i = scale sum_j dS_ij K_j``. As in
 Triton's fused-attention tutorial, two kernels avoid atomic adds: one program per
@@ -35,9 +35,9 @@ def _attn_bwd_dkdv(
     V,
     dO,
     L,
-    Delta,  # inputs: (B, H, N, D) x 4, (B, H, N) fp32 x 2
+    Delta,  # inputs: (B, H, T, d) x 4, (B, H, T) fp32 x 2
     dK,
-    dV,  # outputs, (B, H, N, D)
+    dV,  # outputs, (B, H, T, d)
     scale,
     N,  # score scale; sequence length
     HEAD_DIM: tl.constexpr,
@@ -52,8 +52,8 @@ def _attn_bwd_dkdv(
     offs_d = tl.arange(0, HEAD_DIM)
     col_ok = cols < N
     kv_offs = base + cols[:, None] * HEAD_DIM + offs_d[None, :]
-    k = tl.load(K + kv_offs, mask=col_ok[:, None], other=0.0)  # (B_c, D)
-    v = tl.load(V + kv_offs, mask=col_ok[:, None], other=0.0)  # (B_c, D)
+    k = tl.load(K + kv_offs, mask=col_ok[:, None], other=0.0)  # (B_c, d)
+    v = tl.load(V + kv_offs, mask=col_ok[:, None], other=0.0)  # (B_c, d)
     if UPCAST:
         k, v = k.to(tl.float32), v.to(tl.float32)
     dk = tl.zeros([BLOCK_N, HEAD_DIM], tl.float32)
@@ -65,8 +65,8 @@ def _attn_bwd_dkdv(
         rows = start_m + tl.arange(0, BLOCK_M)
         row_ok = rows < N
         q_offs = base + rows[:, None] * HEAD_DIM + offs_d[None, :]
-        q = tl.load(Q + q_offs, mask=row_ok[:, None], other=0.0)  # (B_r, D)
-        do = tl.load(dO + q_offs, mask=row_ok[:, None], other=0.0)  # (B_r, D)
+        q = tl.load(Q + q_offs, mask=row_ok[:, None], other=0.0)  # (B_r, d)
+        do = tl.load(dO + q_offs, mask=row_ok[:, None], other=0.0)  # (B_r, d)
         if UPCAST:
             q, do = q.to(tl.float32), do.to(tl.float32)
         lse = tl.load(L + row_base + rows, mask=row_ok, other=0.0)  # (B_r,)
@@ -76,10 +76,10 @@ def _attn_bwd_dkdv(
         if CAUSAL:
             valid = valid & (cols[None, :] <= rows[:, None])
         p = tl.exp(tl.where(valid, s, float("-inf")) - lse[:, None])  # recomputed P
-        dv += tl.dot(tl.trans(p.to(do.dtype)), do)  # (B_c, D)
+        dv += tl.dot(tl.trans(p.to(do.dtype)), do)  # (B_c, d)
         dp = tl.dot(do, tl.trans(v))  # (B_r, B_c)
         ds = p * (dp - delta[:, None])  # (B_r, B_c)
-        dk += tl.dot(tl.trans(ds.to(q.dtype)), q)  # (B_c, D)
+        dk += tl.dot(tl.trans(ds.to(q.dtype)), q)  # (B_c, d)
     tl.store(dK + kv_offs, (dk * scale).to(dK.dtype.element_ty), mask=col_ok[:, None])
     tl.store(dV + kv_offs, dv.to(dV.dtype.element_ty), mask=col_ok[:, None])
 
@@ -92,7 +92,7 @@ def _attn_bwd_dq(
     dO,
     L,
     Delta,  # inputs, as in _attn_bwd_dkdv
-    dQ,  # output, (B, H, N, D)
+    dQ,  # output, (B, H, T, d)
     scale,
     N,
     HEAD_DIM: tl.constexpr,
@@ -107,8 +107,8 @@ def _attn_bwd_dq(
     offs_d = tl.arange(0, HEAD_DIM)
     row_ok = rows < N
     q_offs = base + rows[:, None] * HEAD_DIM + offs_d[None, :]
-    q = tl.load(Q + q_offs, mask=row_ok[:, None], other=0.0)  # (B_r, D)
-    do = tl.load(dO + q_offs, mask=row_ok[:, None], other=0.0)  # (B_r, D)
+    q = tl.load(Q + q_offs, mask=row_ok[:, None], other=0.0)  # (B_r, d)
+    do = tl.load(dO + q_offs, mask=row_ok[:, None], other=0.0)  # (B_r, d)
     if UPCAST:
         q, do = q.to(tl.float32), do.to(tl.float32)
     lse = tl.load(L + row_base + rows, mask=row_ok, other=0.0)  # (B_r,)
@@ -121,8 +121,8 @@ def _attn_bwd_dq(
         cols = start_n + tl.arange(0, BLOCK_N)
         col_ok = cols < N
         kv_offs = base + cols[:, None] * HEAD_DIM + offs_d[None, :]
-        k = tl.load(K + kv_offs, mask=col_ok[:, None], other=0.0)  # (B_c, D)
-        v = tl.load(V + kv_offs, mask=col_ok[:, None], other=0.0)  # (B_c, D)
+        k = tl.load(K + kv_offs, mask=col_ok[:, None], other=0.0)  # (B_c, d)
+        v = tl.load(V + kv_offs, mask=col_ok[:, None], other=0.0)  # (B_c, d)
         if UPCAST:
             k, v = k.to(tl.float32), v.to(tl.float32)
         s = tl.dot(q, tl.trans(k)) * scale  # (B_r, B_c)
@@ -131,7 +131,7 @@ def _attn_bwd_dq(
             valid = valid & (cols[None, :] <= rows[:, None])
         p = tl.exp(tl.where(valid, s, float("-inf")) - lse[:, None])  # (B_r, B_c)
         ds = p * (tl.dot(do, tl.trans(v)) - delta[:, None])  # (B_r, B_c)
-        dq += tl.dot(ds.to(k.dtype), k)  # (B_r, D)
+        dq += tl.dot(ds.to(k.dtype), k)  # (B_r, d)
     tl.store(dQ + q_offs, (dq * scale).to(dQ.dtype.element_ty), mask=row_ok[:, None])
 
 
@@ -147,14 +147,14 @@ def flash_attention_triton_backward(
     block_m: int = 16,
     block_n: int = 16,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """Launch the two backward kernels; shapes as the forward, ``lse`` (B, H, N).
+    """Launch the two backward kernels; shapes as the forward, ``lse`` (B, H, T).
 
     Returns:
-        ``dq, dk, dv``, each ``(B, H, N, D)`` in the dtype of ``q``.
+        ``dq, dk, dv``, each ``(B, H, T, d)`` in the dtype of ``q``.
     """
     B, H, N, D = q.shape
     q, k, v, do = (t.contiguous() for t in (q, k, v, do))
-    delta = (o.float() * do.float()).sum(dim=-1)  # D_i = rowsum(dO * O), (B, H, N)
+    delta = (o.float() * do.float()).sum(dim=-1)  # D_i = rowsum(dO * O), (B, H, T)
     upcast = q.device.type == "cpu"  # interpreter: fp32 outputs, rounded by PyTorch
     out = {"dtype": torch.float32 if upcast else q.dtype, "device": q.device}
     dq, dk, dv = (torch.empty(B, H, N, D, **out) for _ in range(3))
@@ -178,7 +178,7 @@ class FlashAttentionTriton(torch.autograd.Function):
     def forward(
         ctx, q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float, block: int
     ) -> Tensor:
-        """Run the forward kernel; save ``q, k, v, O, L``."""
+        """Run the forward kernel; save ``q, k, v, O, lse``."""
         o, lse = flash_attention_triton_forward(q, k, v, causal, scale, block, block)
         ctx.save_for_backward(q, k, v, o, lse)
         ctx.args = (causal, scale, block, block)
@@ -203,16 +203,16 @@ def flash_attention_triton(
     """Differentiable FlashAttention in Triton (forward and backward kernels).
 
     Args:
-        q: queries, shape ``(B, H, N, D)``; see
+        q: queries, shape ``(B, H, T, d)``; see
             :func:`~aiinfra.models.flash_triton.flash_attention_triton_forward`.
         k: keys, the same shape.
         v: values, the same shape.
         causal: mask key ``j > i`` for query ``i``.
-        scale: default ``1 / sqrt(D)``.
+        scale: default ``1 / sqrt(d)``.
         block: ``B_r = B_c``; default 64 on a GPU, 16 on the CPU.
 
     Returns:
-        Shape ``(B, H, N, D)``.
+        Shape ``(B, H, T, d)``.
 
     Raises:
         ImportError: Triton is not installed.

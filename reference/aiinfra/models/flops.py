@@ -1,9 +1,9 @@
 """Parameters and training FLOPs of a Transformer, by formula and by counting.
 
-Training costs about ``6N`` FLOPs per token (Kaplan et al. 2020, Sec. 2.1): a matmul
+Training costs about ``6 Psi`` FLOPs per token (Kaplan et al. 2020, Sec. 2.1): a matmul
 with ``N`` weights does ``2N`` FLOPs per token forward and ``4N`` backward (one
 product for the input gradient, one for the weight gradient). Attention adds
-``12 L H Q T`` (PaLM, Chowdhery et al. 2022, App. B): per layer and token, the scores
+``12 L H d T`` (PaLM, Chowdhery et al. 2022, App. B): per layer and token, the scores
 ``q k^T`` and the weighted sum ``p v`` each take ``2 H Q T`` FLOPs forward, times 3
 for training. Here ``N`` counts the weights that enter a matrix multiplication:
 every parameter except the input embedding and learned positions (table look-ups),
@@ -15,7 +15,7 @@ and the gate product, or GELU), the bias and residual adds and the loss.
 agree exactly; the omitted terms are ``O(d)`` or ``O(T)`` per token and layer
 against the ``O(d^2)`` of the matmuls. For MLA the score width ``d_h + d_h^R`` and
 the value width ``d_h`` differ, and the attention term reads
-``6 L H T (d_qk + d_v)``, which is ``12 L H Q T`` when both equal ``Q``.
+``6 L H T (d_qk + d_v)``, which is ``12 L H d T`` when both equal ``Q``.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from aiinfra.report import Table
 
 
 def matmul_parameters(c: TransformerConfig) -> int:
-    """``N`` of the ``6N`` rule: every weight that multiplies an activation.
+    """``Psi`` of the ``6 Psi`` rule: every weight that multiplies an activation.
 
     The output head counts even when tied: it is a matmul either way. Biases,
     norms and the embedding tables do not.
@@ -52,13 +52,13 @@ def matmul_parameters(c: TransformerConfig) -> int:
 
 
 def attention_flops_per_token(c: TransformerConfig, seq_len: int) -> int:
-    """The attention term ``6 L H T (d_qk + d_v)``; ``12 L H Q T`` for GQA/MHA."""
+    """The attention term ``6 L H T (d_qk + d_v)``; ``12 L H d T`` for GQA/MHA."""
     d_qk = c.head_dim + (c.rope_head_dim if c.is_mla else 0)
     return 6 * c.n_layers * c.n_heads * seq_len * (d_qk + c.head_dim)
 
 
 def training_flops_per_token(c: TransformerConfig, seq_len: int) -> int:
-    """Matmul FLOPs of one training step per token: ``6N + 12 L H Q T``.
+    """Matmul FLOPs of one training step per token: ``6 Psi + 12 L H d T``.
 
     The attention term counts the full ``T x T`` score matrix, as PaLM does; a
     causal kernel that skips the masked half would do less.
@@ -100,8 +100,8 @@ def flops_check_table(
     N = matmul_parameters(config)
     rows = [
         ["parameters", count_parameters(config).total, counted],
-        ["6N (N = matmul weights)", 6 * N, ""],
-        ["12 L H Q T (attention)", attention_flops_per_token(config, seq_len), ""],
+        ["6 Psi (Psi = matmul weights)", 6 * N, ""],
+        ["12 L H d T (attention)", attention_flops_per_token(config, seq_len), ""],
         [
             "training FLOPs per token",
             training_flops_per_token(config, seq_len),
@@ -110,7 +110,7 @@ def flops_check_table(
     ]
     note = "Counted: Module.parameters() and FlopCounterMode over forward + backward."
     stamp = (
-        f"d = {config.d_model}, L = {config.n_layers}, H = {config.n_heads}, "
+        f"h = {config.d_model}, L = {config.n_layers}, H = {config.n_heads}, "
         f"G = {config.n_kv_heads}, V = {config.vocab_size}, T = {seq_len}"
     )
     return Table(["quantity", "formula", "counted"], rows, note, stamp)
@@ -129,7 +129,7 @@ DENSE_MODELS = ("llama-3-8b", "llama-3-70b", "mistral-7b", "qwen2.5-72b")
 def flops_breakdown_table(
     seq_len: int = 8192, names: tuple[str, ...] = DENSE_MODELS
 ) -> Table:
-    """Parameters, ``6N`` and the attention term of real dense models at length ``T``.
+    """Parameters, ``6 Psi`` and the attention term of dense models at length ``T``.
 
     Args:
         seq_len: ``T``.
@@ -138,7 +138,7 @@ def flops_breakdown_table(
     Returns:
         One row per model: parameters by formula (:func:`count_parameters`) and
         counted on this package's :class:`Transformer` built on the meta device,
-        then GFLOP per token of ``6N``, of ``12 L H Q T`` and the attention share.
+        then GFLOP per token of ``6 Psi``, of ``12 L H d T`` and the attention share.
     """
     rows = []
     for name in names:
@@ -166,7 +166,7 @@ def flops_breakdown_table(
             "model",
             "params (formula)",
             "params (module)",
-            "6N (GFLOP)",
+            "6 Psi (GFLOP)",
             "12LHQT (GFLOP)",
             "attention share",
         ],

@@ -5,8 +5,8 @@ becomes ``blocks.N.attn.wq.weight``), splits DeepSeek's fused MLA matrices per h
 into this package's ``W^UQ, W^QR, W^DKV, W^KR, W^UK, W^UV`` (DeepSeek-V2, Eqs.
 9-15), transposes GPT-2's ``Conv1D`` weights, and reorders query and key rows for
 RoPE. This package rotates the pairs ``(x_{2i}, x_{2i+1})`` as RoFormer's Eq. 34
-writes them; Hugging Face's Llama-family code rotates ``(x_i, x_{i + D/2})``
-("rotate half"), both by the angle ``m theta_i``. Moving row ``i + D/2`` of every
+writes them; Hugging Face's Llama-family code rotates ``(x_i, x_{i + d/2})``
+("rotate half"), both by the angle ``m theta_i``. Moving row ``i + d/2`` of every
 head of ``W_q`` and ``W_k`` next to row ``i`` turns one layout into the other
 exactly, and leaves ``q . k`` unchanged since both sides move alike. DeepSeek-V2's
 code rotates interleaved pairs (as complex numbers), and so does V3's with
@@ -32,13 +32,13 @@ _NOT_WEIGHTS = ("rotary_emb.inv_freq", ".attn.bias", ".attn.masked_bias")  # buf
 def rotate_half_to_interleaved(w: Tensor, head_dim: int) -> Tensor:
     """Reorder the rows of a query or key projection from rotate-half to pairs.
 
-    In each head, row ``i`` and row ``i + D/2`` of ``w`` become rows ``2i`` and
+    In each head, row ``i`` and row ``i + d/2`` of ``w`` become rows ``2i`` and
     ``2i + 1``: the two features that Hugging Face's RoPE rotates together become
     the adjacent pair that this package's :class:`RotaryEmbedding` rotates.
 
     Args:
-        w: a weight ``(heads * D, d_in)`` or a bias ``(heads * D,)``.
-        head_dim: ``D``, the rotated width of one head.
+        w: a weight ``(heads * d, d_in)`` or a bias ``(heads * d,)``.
+        head_dim: ``d``, the rotated width of one head.
 
     Returns:
         The permuted tensor, same shape.
@@ -109,8 +109,8 @@ def _latent_attention(src: _Tensors, p: str, c: TransformerConfig, half: bool) -
     out["kv_norm.weight"] = src.take(p + "kv_a_layernorm.weight", d_c)
     kv_b = src.take(p + "kv_b_proj.weight", H * 2 * d_h, d_c)
     kv_b = kv_b.unflatten(0, (H, 2 * d_h))  # (H, 2 d_h, d_c): per head [k^C; v^C]
-    out["w_uk.weight"] = kv_b[:, :d_h].flatten(0, 1)  # (H d_h, d_c)
-    out["w_uv.weight"] = kv_b[:, d_h:].flatten(0, 1)  # (H d_h, d_c)
+    out["w_uk.weight"] = kv_b[:, :d_h].flatten(0, 1)  # (H d, d_c)
+    out["w_uv.weight"] = kv_b[:, d_h:].flatten(0, 1)  # (H d, d_c)
     out["w_o.weight"] = src.take(p + "o_proj.weight", d, H * d_h)
     return out
 

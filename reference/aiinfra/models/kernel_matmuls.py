@@ -8,7 +8,7 @@ one program owns a key block and adds its part of ``dQ`` into memory shared with
 the other programs, with atomic additions on a GPU (FlashAttention-2, Dao 2023,
 Sec. 3.2). Triton's fused-attention tutorial, and this package's kernels, avoid the
 atomics with a second kernel that owns the query blocks and recomputes ``S`` and
-``dP`` to accumulate ``dQ``: seven products. PaLM's ``12 L H Q T`` charges six, the
+``dP`` to accumulate ``dQ``: seven products. PaLM's ``12 L H d T`` charges six, the
 forward's two and backward's four. :func:`count_matmuls` reads the counts from the
 functions themselves, so the table follows the code.
 """
@@ -26,7 +26,7 @@ from aiinfra.report import Table
 if TYPE_CHECKING:  # drawing needs matplotlib (the docs extra); counting does not
     from matplotlib.figure import Figure
 
-PALM_PRODUCTS = 6  # 12 L H Q T = 3 x (2 products x 2 H Q T): forward 2, backward 4
+PALM_PRODUCTS = 6  # 12 L H d T = 3 x (2 products x 2 H d T): forward 2, backward 4
 
 
 def _is_matmul(node: ast.AST) -> bool:
@@ -90,7 +90,7 @@ def backward_table() -> Table:
     n = backward_matmuls()
     fwd, one, two = n["forward"], n["one kernel"], n["two kernels"]
     rows = [
-        ["PaLM's count (12 L H Q T)", 2, PALM_PRODUCTS - 2, "", "1.00"],
+        ["PaLM's count (12 L H d T)", 2, PALM_PRODUCTS - 2, "", "1.00"],
         [
             "one kernel, atomic dQ",
             fwd,

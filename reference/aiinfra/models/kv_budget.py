@@ -3,8 +3,8 @@
 Serving keeps the weights and the KV cache of every running sequence in HBM. What
 the weights leave, divided by the cache's bytes per token (:mod:`aiinfra.models.
 kv_cache_size`), is the number of tokens in flight: batch size times context.
-Tensor parallelism over ``n`` GPUs splits both the weights and the KV heads, so the
-budget of the group is ``n`` HBMs minus one copy of the weights. Nothing is reserved
+Tensor parallelism over ``p`` GPUs splits both the weights and the KV heads, so the
+budget of the group is ``p`` HBMs minus one copy of the weights. Nothing is reserved
 here for activations, the CUDA context or fragmentation, which a serving engine
 such as vLLM (Kwon et al. 2023) keeps back: the counts are upper bounds.
 """
@@ -51,7 +51,7 @@ def kv_budget(
     Args:
         c: the model (a dense one: every layer as the config describes it).
         gpu: the accelerator (:data:`~aiinfra.hardware.GPUS`).
-        n_gpus: tensor-parallel group size.
+        n_gpus: ``p``, the tensor-parallel group size.
         bytes_per_element: of the cache, 2 for bf16.
         bytes_per_weight: of the weights, 2 for bf16.
 

@@ -1,10 +1,10 @@
 """KV cache size per token of real models: the formulas, checked by filling caches.
 
 Decoding keeps the keys and values of every past token. DeepSeek-V2 (DeepSeek-AI
-2024, Table 1) gives the elements cached per token: ``2 n_h d_h l`` for MHA,
+2024, Table 1) gives the elements cached per token: ``2 H d L`` for MHA,
 ``2 n_g d_h l`` for GQA, ``2 d_h l`` for MQA and ``(d_c + d_h^R) l`` for MLA, with
 ``l`` layers, ``n_h`` heads, ``n_g`` KV groups of width ``d_h``, and MLA's latent
-``d_c`` and RoPE key ``d_h^R``. :func:`measured_elements_per_token` checks each
+``d_c`` and RoPE key ``d^R``. :func:`measured_elements_per_token` checks each
 formula against the caches of this package: it builds attention layers with a model's
 real head counts and widths (the model width ``d`` does not enter the cache, so it is
 shrunk to 16), runs a few tokens through them and counts what the caches hold.
@@ -39,7 +39,7 @@ ATTENTION_MODELS = (
 
 
 def attention_kind(c: TransformerConfig) -> str:
-    """``"MLA"``, ``"MHA"`` (``n_g = n_h``), ``"MQA"`` (``n_g = 1``) or ``"GQA"``."""
+    """``"MLA"``, ``"MHA"`` (``G = H``), ``"MQA"`` (``G = 1``) or ``"GQA"``."""
     if c.is_mla:
         return "MLA"
     if c.n_kv_heads == c.n_heads:
@@ -50,7 +50,7 @@ def attention_kind(c: TransformerConfig) -> str:
 def elements_per_token(c: TransformerConfig) -> int:
     """Elements cached per token over all layers (DeepSeek-V2, Table 1).
 
-    MHA and MQA are GQA with ``n_g = n_h`` and ``n_g = 1``.
+    MHA and MQA are GQA with ``G = H`` and ``G = 1``.
     """
     if c.is_mla:
         return (c.kv_lora_rank + c.rope_head_dim) * c.n_layers  # (d_c + d_h^R) l
@@ -89,22 +89,22 @@ def measured_elements_per_token(
 
 
 def equivalent_gqa_groups(c: TransformerConfig) -> float:
-    """The ``n_g`` of a GQA with the same cache: ``elements / (2 d_h l)``.
+    """The ``G`` of a GQA with the same cache: ``elements / (2 d L)``.
 
-    DeepSeek-V2 (Table 1) states 2.25 for MLA with ``d_c = 4 d_h``,
-    ``d_h^R = d_h / 2``.
+    DeepSeek-V2 (Table 1) states 2.25 for MLA with ``d_c = 4 d``,
+    ``d^R = d / 2``.
     """
     return elements_per_token(c) / (2 * c.head_dim * c.n_layers)
 
 
 def mha_to_cache_ratio(name: str) -> float:
-    """How many times smaller the cache of ``name`` is than MHA's ``2 n_h d_h l``.
+    """How many times smaller the cache of ``name`` is than MHA's ``2 H d L``.
 
     Args:
         name: a key of :data:`~aiinfra.models.presets.PRESETS`.
 
     Returns:
-        ``2 n_h d_h l`` divided by :func:`elements_per_token`.
+        ``2 H d L`` divided by :func:`elements_per_token`.
 
     Raises:
         ValueError: ``name`` is not a preset.
@@ -188,7 +188,7 @@ def kv_cache_figure(
 
     Returns:
         Two horizontal bars per model, log scale: its cache and MHA's
-        ``2 n_h d_h l`` elements.
+        ``2 H d L`` elements.
 
     Raises:
         ValueError: a name is not a preset, or ``bytes_per_element`` is not a

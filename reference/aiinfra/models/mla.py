@@ -1,17 +1,19 @@
 """Multi-head latent attention (MLA) of DeepSeek-V2/V3, and its absorbed decode path.
 
 MLA (DeepSeek-AI 2024, "DeepSeek-V2", Sec. 2.1, Eqs. 9-19) compresses the keys and
-values of a token jointly into one latent ``c^KV = W^DKV h`` of width ``d_c`` and
-caches that latent instead of ``n_h`` keys and values; each head recovers its key
+values of a token jointly into one latent ``c^KV = W^DKV x`` of width ``d_c`` and
+caches that latent instead of ``H`` keys and values; each head recovers its key
 ``W^UK c^KV`` and value ``W^UV c^KV``. Queries are compressed the same way
-(``c^Q = W^DQ h``, ``q^C = W^UQ c^Q``) to save activation memory in training. RoPE
+(``c^Q = W^DQ x``, ``q^C = W^UQ c^Q``) to save activation memory in training. RoPE
 does not commute with the up-projections, so position enters through a decoupled
-key ``k^R = RoPE(W^KR h)`` of width ``d_h^R``, shared by all heads and cached next to
-the latent, and a per-head query ``q^R = RoPE(W^QR c^Q)``: ``(d_c + d_h^R)`` numbers
+key ``k^R = RoPE(W^KR x)`` of width ``d^R``, shared by all heads and cached next to
+the latent, and a per-head query ``q^R = RoPE(W^QR c^Q)``: ``(d_c + d^R)`` numbers
 per token and layer. When decoding, ``W^UK`` can be absorbed into the query and
 ``W^UV`` into the output projection (Sec. 2.1.2), so attention runs over the cached
-latents directly, as multi-query attention with one head of width ``d_c + d_h^R``.
-Notation: ``H = n_h`` heads of width ``d_h``; ``B, T, S`` as in ``attention``.
+latents directly, as multi-query attention with one head of width ``d_c + d^R``.
+Notation (the book's; DeepSeek-V2 writes ``n_h``, ``d_h``, ``d_h^R``): ``H`` heads of
+width ``d`` (the local ``d_h``), ``x`` a token's hidden state, ``d^R`` the RoPE width;
+``B, T, T_kv`` as in ``attention``.
 """
 
 from __future__ import annotations
@@ -31,8 +33,8 @@ LATENT_NORM_EPS = 1e-6  # DeepSeek's code: RMSNorm(q_lora_rank), RMSNorm(kv_lora
 class LatentKVCache(KVCache):
     """MLA's cache: the latent ``c^KV`` (in ``k``) and the RoPE key (in ``v``).
 
-    Both are stored as a single shared "head", shapes ``(B, 1, S_max, d_c)`` and
-    ``(B, 1, S_max, d_h^R)``; ``update(c_kv, k_rope)`` appends to them.
+    Both are stored as a single shared "head", shapes ``(B, 1, T_max, d_c)`` and
+    ``(B, 1, T_max, d^R)``; ``update(c_kv, k_rope)`` appends to them.
     """
 
     def __init__(
@@ -58,9 +60,9 @@ class LatentKVCache(KVCache):
 class MultiHeadLatentAttention(nn.Module):
     """MLA with a naive path (:meth:`forward`) and an absorbed one for decoding.
 
-    The config gives ``d``, ``n_h``, ``d_h`` (``head_dim``, the width of a head's
+    The config gives ``h``, ``H``, ``d`` (``head_dim``, the width of a head's
     content query, key and value), ``d_c`` (``kv_lora_rank``), ``d_c'``
-    (``q_lora_rank``; 0 for full-rank queries), ``d_h^R`` (``rope_head_dim``), the
+    (``q_lora_rank``; 0 for full-rank queries), ``d^R`` (``rope_head_dim``), the
     RoPE table and the sliding window. The RMSNorms on the latents use
     :data:`LATENT_NORM_EPS`, as in DeepSeek's code, whatever ``norm_eps`` says.
 
@@ -106,7 +108,7 @@ class MultiHeadLatentAttention(nn.Module):
         max_seq_len: int | None = None,
         dtype: torch.dtype | None = None,
     ) -> LatentKVCache:
-        """An empty cache for this layer: ``d_c + d_h^R`` numbers per position."""
+        """An empty cache for this layer: ``d_c + d^R`` numbers per position."""
         w = self.w_dkv.weight
         return LatentKVCache(
             batch_size,
@@ -124,38 +126,38 @@ class MultiHeadLatentAttention(nn.Module):
         B, T, _ = x.shape
         H, d_h, d_r = self.n_heads, self.head_dim, self.rope_head_dim
         c_q = self.q_norm(self.w_dq(x))  # (B, T, d_c')
-        q_c = self.w_uq(c_q).view(B, T, H, d_h).transpose(1, 2)  # (B, H, T, d_h)
-        q_r = self.w_qr(c_q).view(B, T, H, d_r).transpose(1, 2)  # (B, H, T, d_h^R)
+        q_c = self.w_uq(c_q).view(B, T, H, d_h).transpose(1, 2)  # (B, H, T, d)
+        q_r = self.w_qr(c_q).view(B, T, H, d_r).transpose(1, 2)  # (B, H, T, d^R)
         c_kv = self.kv_norm(self.w_dkv(x)).unsqueeze(1)  # (B, 1, T, d_c)
-        k_r = self.w_kr(x).unsqueeze(1)  # (B, 1, T, d_h^R)
+        k_r = self.w_kr(x).unsqueeze(1)  # (B, 1, T, d^R)
         return q_c, self.rope(q_r, start), c_kv, self.rope(k_r, start)
 
     def forward(self, x: Tensor, cache: LatentKVCache | None = None) -> Tensor:
         """Naive MLA: up-project every cached latent to per-head keys and values.
 
         Args:
-            x: hidden states of ``T`` new tokens, shape ``(B, T, d)``.
+            x: hidden states of ``T`` new tokens, shape ``(B, T, h)``.
             cache: this layer's latent cache; the new latents are appended to it.
 
         Returns:
-            Shape ``(B, T, d)``.
+            Shape ``(B, T, h)``.
 
         Raises:
-            ValueError: ``x`` is not ``(B, T, d)``, the cache does not fit or would
+            ValueError: ``x`` is not ``(B, T, h)``, the cache does not fit or would
                 overflow, or positions run past the RoPE table.
         """
         start = 0 if cache is None else cache.length
         q_c, q_r, c_kv, k_r = self._project(x, start)
         if cache is not None:
-            c_kv, k_r = cache.update(c_kv, k_r)  # (B, 1, S, d_c), (B, 1, S, d_h^R)
+            c_kv, k_r = cache.update(c_kv, k_r)  # (B, 1, T_kv, d_c), (B, 1, T_kv, d^R)
         B, H, T, d_h = q_c.shape
         S = c_kv.shape[2]
-        k_c = self.w_uk(c_kv[:, 0]).view(B, S, H, d_h).transpose(1, 2)  # (B, H, S, d_h)
-        v = self.w_uv(c_kv[:, 0]).view(B, S, H, d_h).transpose(1, 2)  # (B, H, S, d_h)
-        q = torch.cat([q_c, q_r], dim=-1)  # (B, H, T, d_h + d_h^R)
-        k = torch.cat([k_c, k_r.expand(B, H, S, -1)], dim=-1)  # (B, H, S, d_h + d_h^R)
-        o = grouped_attention(q, k, v, start, self.scale, self.window)  # (B, H, T, d_h)
-        return self.w_o(o.transpose(1, 2).reshape(B, T, H * d_h))  # (B, T, d)
+        k_c = self.w_uk(c_kv[:, 0]).view(B, S, H, d_h).transpose(1, 2)  # (B,H,T_kv,d)
+        v = self.w_uv(c_kv[:, 0]).view(B, S, H, d_h).transpose(1, 2)  # (B,H,T_kv,d)
+        q = torch.cat([q_c, q_r], dim=-1)  # (B, H, T, d + d^R)
+        k = torch.cat([k_c, k_r.expand(B, H, S, -1)], dim=-1)  # (B, H, T_kv, d + d^R)
+        o = grouped_attention(q, k, v, start, self.scale, self.window)  # (B, H, T, d)
+        return self.w_o(o.transpose(1, 2).reshape(B, T, H * d_h))  # (B, T, h)
 
     def forward_absorbed(self, x: Tensor, cache: LatentKVCache) -> Tensor:
         """MLA with ``W^UK`` absorbed into the query and ``W^UV`` into the output.
@@ -165,14 +167,14 @@ class MultiHeadLatentAttention(nn.Module):
         is ever up-projected: the score and the weighted sum run over the cached
         latents. The products are taken in this order, as in DeepSeek-V3's
         inference code, rather than by merging ``W^UQ W^UK`` into one matrix,
-        which would hold ``n_h d_c' d_c`` numbers instead of ``n_h d_h (d_c' + d_c)``.
+        which would hold ``H d_c' d_c`` numbers instead of ``H d (d_c' + d_c)``.
 
         Args:
-            x: hidden states of ``T`` new tokens, shape ``(B, T, d)``.
+            x: hidden states of ``T`` new tokens, shape ``(B, T, h)``.
             cache: this layer's latent cache (required: it is what attention reads).
 
         Returns:
-            Shape ``(B, T, d)``, equal to :meth:`forward` up to rounding.
+            Shape ``(B, T, h)``, equal to :meth:`forward` up to rounding.
 
         Raises:
             ValueError: as :meth:`forward`.
@@ -180,17 +182,17 @@ class MultiHeadLatentAttention(nn.Module):
         # region absorb-uk
         start = cache.length
         q_c, q_r, c_kv, k_r = self._project(x, start)
-        c_kv, k_r = cache.update(c_kv, k_r)  # (B, 1, S, d_c), (B, 1, S, d_h^R)
+        c_kv, k_r = cache.update(c_kv, k_r)  # (B, 1, T_kv, d_c), (B, 1, T_kv, d^R)
         B, H, T, d_h = q_c.shape
         w_uk = self.w_uk.weight.view(H, d_h, self.kv_lora_rank)  # W^UK per head
         w_uv = self.w_uv.weight.view(H, d_h, self.kv_lora_rank)  # W^UV per head
         q_latent = torch.einsum("bhtd,hdc->bhtc", q_c, w_uk)  # (B, H, T, d_c)
-        q = torch.cat([q_latent, q_r], dim=-1)  # (B, H, T, d_c + d_h^R)
-        k = torch.cat([c_kv, k_r], dim=-1)  # (B, 1, S, d_c + d_h^R): one shared head
+        q = torch.cat([q_latent, q_r], dim=-1)  # (B, H, T, d_c + d^R)
+        k = torch.cat([c_kv, k_r], dim=-1)  # (B, 1, T_kv, d_c + d^R): one shared head
         # endregion
         # region absorb-uv
         o_latent = grouped_attention(  # (B, H, T, d_c)
             q, k, c_kv, start, self.scale, self.window
         )
-        o = torch.einsum("bhtc,hdc->bthd", o_latent, w_uv)  # (B, T, H, d_h)
-        return self.w_o(o.reshape(B, T, H * d_h))  # (B, T, d)
+        o = torch.einsum("bhtc,hdc->bthd", o_latent, w_uv)  # (B, T, H, d)
+        return self.w_o(o.reshape(B, T, H * d_h))  # (B, T, h)

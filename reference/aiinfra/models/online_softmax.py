@@ -9,7 +9,8 @@ maximum grows, ``m_j = max(m_{j-1}, x_j)``,
 ``(m, d)`` of two disjoint blocks of scores, which lets FlashAttention process keys
 block by block and ring attention merge the results of different devices. The
 state also gives the log-sum-exp ``m + log d`` that FlashAttention saves for its
-backward pass.
+backward pass. The book writes the running sum ``l``; the paper, and the
+argument names here (``d_a``, ``d_b``), write ``d``.
 """
 
 from __future__ import annotations
@@ -39,14 +40,14 @@ def merge(m_a: Tensor, d_a: Tensor, m_b: Tensor, d_b: Tensor) -> tuple[Tensor, T
 
 
 def online_states(blocks: Iterable[Tensor]) -> Iterator[tuple[Tensor, Tensor]]:
-    """The state ``(m_j, d_j)`` after each block of scores, reading each block once.
+    """The state ``(m_j, l_j)`` after each block of scores, reading each block once.
 
     Args:
         blocks: consecutive blocks of the scores along the last dimension, each of
             shape ``(..., b)``; a generator works, since it is iterated once.
 
     Yields:
-        ``(m_j, d_j)``, each of shape ``(...)``: the maximum of the scores read so
+        ``(m_j, l_j)``, each of shape ``(...)``: the maximum of the scores read so
         far and ``sum e^{x - m_j}`` over them.
     """
     m = d = None
@@ -80,11 +81,11 @@ def online_softmax(x: Tensor, block_size: int = 1) -> Tensor:
     """Softmax over the last dimension with the normalizer computed in one pass.
 
     Args:
-        x: scores, shape ``(..., N)``.
+        x: scores, shape ``(..., T)``.
         block_size: elements per step; 1 is Milakov & Gimelshein's recurrence.
 
     Returns:
-        ``softmax(x, dim=-1)``, shape ``(..., N)``.
+        ``softmax(x, dim=-1)``, shape ``(..., T)``.
 
     Raises:
         ValueError: ``block_size`` < 1 or ``x`` has no elements along the last dim.

@@ -53,7 +53,7 @@ def attention_matmul_parameters(c: TransformerConfig) -> int:
         c: the model.
 
     Returns:
-        ``d H D + 2 d G D + H D d`` for MHA/GQA/MQA (``W_q, W_k, W_v, W_o``); for
+        ``h H d + 2 h G d + H d h`` for MHA/GQA/MQA (``W_q, W_k, W_v, W_o``); for
         MLA the sum of ``W^DQ, W^UQ, W^QR, W^DKV, W^KR, W^UK, W^UV, W^O``.
     """
     d, H, D = c.d_model, c.n_heads, c.head_dim
@@ -67,7 +67,7 @@ def attention_matmul_parameters(c: TransformerConfig) -> int:
 
 
 def attention_bias_parameters(c: TransformerConfig) -> int:
-    """Biases of one layer's attention: ``H D + 2 G D`` (q, k, v), ``+ d`` (o).
+    """Biases of one layer's attention: ``H d + 2 G d`` (q, k, v), ``+ h`` (o).
 
     Raises:
         ValueError: the config asks for biases with MLA, which no model has.
@@ -84,7 +84,7 @@ def attention_bias_parameters(c: TransformerConfig) -> int:
 
 
 def mlp_matmul_parameters(c: TransformerConfig) -> int:
-    """Weights of one layer's MLP: ``3 d d_ff`` (SwiGLU) or ``2 d d_ff`` (GELU)."""
+    """Weights of one layer's MLP: ``3 h d_ff`` (SwiGLU) or ``2 h d_ff`` (GELU)."""
     n_in = 2 if c.mlp == "swiglu" else 1  # SwiGLU has a gate and an up projection
     return (n_in + 1) * c.d_model * c.d_ff
 

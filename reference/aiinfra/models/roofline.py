@@ -53,10 +53,10 @@ def matmul(m: int, k: int, n: int, bytes_per_element: int = 2) -> Kernel:
 def prefill_attention(
     seq_len: int, head_dim: int, flash: bool = True, bytes_per_element: int = 2
 ) -> Kernel:
-    """One head attending over ``N`` tokens (no mask): ``4 N^2 d`` FLOPs.
+    """One head attending over ``T`` tokens (no mask): ``4 T^2 d`` FLOPs.
 
     Args:
-        seq_len: ``N``.
+        seq_len: ``T``.
         head_dim: ``d``.
         flash: only ``Q, K, V`` read and ``O`` written; otherwise also ``S``
             written, read by the softmax, ``P`` written and read by ``P V``.
@@ -71,7 +71,7 @@ def prefill_attention(
     N, d = seq_len, head_dim
     elements = 4 * N * d + (0 if flash else 4 * N * N)
     name = "FlashAttention" if flash else "standard attention"
-    return Kernel(f"{name}, N = {N}", 4 * N * N * d, elements * bytes_per_element)
+    return Kernel(f"{name}, T = {N}", 4 * N * N * d, elements * bytes_per_element)
 
 
 def decode_attention(
@@ -83,12 +83,12 @@ def decode_attention(
 ) -> Kernel:
     """One layer's attention for ``query_tokens`` new tokens of one sequence.
 
-    The cached keys and values of ``S`` tokens are read once; each query head
-    takes ``2 S`` FLOPs per score width and per value width.
+    The cached keys and values of ``T`` tokens are read once; each query head
+    takes ``2 T`` FLOPs per score width and per value width.
 
     Args:
         c: the model; MHA, GQA or MQA by ``n_kv_heads``, or MLA.
-        context: ``S``, cached tokens.
+        context: ``T``, cached tokens.
         absorbed: MLA only: attend over the latents (``W^UK``, ``W^UV`` absorbed);
             otherwise every head's key and value are cached expanded, as MHA.
         query_tokens: new tokens per step (1; more with speculative decoding).

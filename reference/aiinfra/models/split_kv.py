@@ -1,19 +1,19 @@
 """Split-KV decoding (Flash-Decoding): parallel over the cache, merged exactly.
 
-A decoding step has one query per sequence, so FlashAttention's grid, one program
-per query block and head, has only ``B G`` programs when the ``R = H / G`` query
-heads of a group are packed as the rows of one block: for one sequence of Llama 3
-8B, 8 programs on a GPU of 132 SMs. Flash-Decoding (Dao, Haziza, Massa & Sizov
-2023) also splits the cached keys and values into ``n`` chunks: each program
-attends over one chunk and writes its normalized partial output and its softmax
-state ``(m, l)``, and a second step combines the chunks with the online-softmax
-merge (:func:`~aiinfra.models.online_softmax.merge`), weighting each partial
-output by ``l_s e^{m_s - m} / l``. The result is exact. How many chunks is a
-question of waves: :func:`wave_efficiency` and :func:`split_step_time` model the
-programs running one per SM, and :func:`splits_by_efficiency` is the rule
-FlashAttention-2's ``num_splits_heuristic`` applies. Notation: ``B`` batch,
-``H`` query heads, ``G`` key/value heads, ``T`` new tokens, ``S`` cached tokens,
-``D`` head dimension.
+A decoding step has one query per sequence, so FlashAttention's grid, one program per
+query block and head, has only ``B G`` programs when the ``H / G`` query heads of a
+group are packed as the rows of one block: for one sequence of Llama 3 8B, 8 programs on
+a GPU of 132 SMs. Flash-Decoding (Dao, Haziza, Massa & Sizov 2023) also splits the
+cached keys and values into ``n_splits`` chunks: each program attends over one chunk and
+writes its normalized partial output and its softmax state ``(m, l)``, and a second step
+combines the chunks with the online-softmax merge
+(:func:`~aiinfra.models.online_softmax.merge`), weighting each partial output by ``l_j
+e^{m_j - m} / l`` (chunk ``j``). The result is exact. How many chunks is a question of
+waves: :func:`wave_efficiency` and :func:`split_step_time` model the programs running
+one per SM, and :func:`splits_by_efficiency` is the rule FlashAttention-2's
+``num_splits_heuristic`` applies. Notation: ``B`` batch, ``H`` query heads, ``G``
+key/value heads, ``T`` new tokens, ``T_kv`` cached tokens (the local ``S``), ``d`` head
+dimension (the local ``D``).
 """
 
 from __future__ import annotations
@@ -43,14 +43,14 @@ def partial_attention(q: Tensor, k: Tensor, v: Tensor, scale: float) -> tuple:
     """Attention of ``q`` over one chunk of keys: output and softmax state.
 
     Args:
-        q: queries, shape ``(B, G, R T, D)``: a group's query heads as rows.
-        k: the chunk's keys, shape ``(B, G, S_s, D)``.
-        v: the chunk's values, shape ``(B, G, S_s, D_v)``.
+        q: queries, shape ``(B, G, (H/G) T, d)``: a group's query heads as rows.
+        k: the chunk's keys, shape ``(B, G, T_j, d)``.
+        v: the chunk's values, shape ``(B, G, T_j, d_v)``.
         scale: score scale.
 
     Returns:
-        ``o_s`` normalized over the chunk ``(B, G, R T, D_v)``, its maximum ``m_s``
-        and sum ``l_s = sum e^{s - m_s}``, each ``(B, G, R T)``, in fp32.
+        ``o_j`` normalized over the chunk ``(B, G, (H/G) T, d_v)``, its maximum
+        ``m_j`` and sum ``l_j = sum e^{x - m_j}``, each ``(B, G, (H/G) T)``, in fp32.
     """
     s = torch.einsum("bgrd,bgsd->bgrs", q.float(), k.float()) * scale  # (B, G, RT, S_s)
     m_s = s.amax(dim=-1)  # (B, G, RT)
@@ -67,13 +67,13 @@ def combine(partials: list[tuple[Tensor, Tensor, Tensor]]) -> Tensor:
         partials: ``(o_s, m_s, l_s)`` per chunk, as :func:`partial_attention`.
 
     Returns:
-        The attention output over all chunks, ``(B, G, R T, D_v)``, fp32.
+        The attention output over all chunks, ``(B, G, (H/G) T, d_v)``, fp32.
     """
     o, m_i, l_i = partials[0]
     for o_s, m_s, l_s in partials[1:]:
         m_new, l_new = merge(m_i, l_i, m_s, l_s)  # the state of the union
         w_i = l_i * torch.exp(m_i - m_new)  # weight of what was merged so far
-        w_s = l_s * torch.exp(m_s - m_new)  # weight of chunk s, (B, G, R T)
+        w_s = l_s * torch.exp(m_s - m_new)  # the chunk's weight, (B, G, (H/G) T)
         o = (w_i.unsqueeze(-1) * o + w_s.unsqueeze(-1) * o_s) / l_new.unsqueeze(-1)
         m_i, l_i = m_new, l_new
     return o
@@ -88,12 +88,12 @@ def split_kv_attention(
     already in the cache, and no query precedes a key it must not see).
 
     Args:
-        q: queries, shape ``(B, H, T, D)``.
-        k: cached keys, shape ``(B, G, S, D)`` with ``G`` dividing ``H``.
-        v: cached values, shape ``(B, G, S, D_v)``.
-        n_splits: chunks of the cache, ``1 <= n_splits <= S``; chunk sizes differ
+        q: queries, shape ``(B, H, T, d)``.
+        k: cached keys, shape ``(B, G, T_kv, d)`` with ``G`` dividing ``H``.
+        v: cached values, shape ``(B, G, T_kv, d_v)``.
+        n_splits: chunks of the cache, ``1 <= n_splits <= T_kv``; chunk sizes differ
             by at most one.
-        scale: default ``1 / sqrt(D)``.
+        scale: default ``1 / sqrt(d)``.
 
     Returns:
         ``softmax(q k^T scale) v``, shape ``(B, H, T, D_v)``, dtype of ``q``.
@@ -103,21 +103,21 @@ def split_kv_attention(
     """
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
         raise ValueError(
-            "q, k, v must be 4-d: (B, H, T, D), (B, G, S, D), (B, G, S, D_v)"
+            "q, k, v must be 4-d: (B, H, T, d), (B, G, T_kv, d), (B, G, T_kv, d_v)"
         )
     B, H, T, D = q.shape
     G, S = k.shape[1], k.shape[2]
     if k.shape[0] != B or k.shape[3] != D or v.shape[:3] != k.shape[:3] or H % G:
         raise ValueError(
             f"shapes do not fit: q {tuple(q.shape)}, k {tuple(k.shape)}, "
-            f"v {tuple(v.shape)}; G must divide H and B, S, D must agree"
+            f"v {tuple(v.shape)}; G must divide H and B, T_kv, d must agree"
         )
     if isinstance(n_splits, bool) or not isinstance(n_splits, int):
         raise ValueError(f"n_splits must be an integer, got {n_splits!r}")
     if not 1 <= n_splits <= S:
-        raise ValueError(f"n_splits must be in [1, S = {S}], got {n_splits}")
+        raise ValueError(f"n_splits must be in [1, T_kv = {S}], got {n_splits}")
     scale = 1 / math.sqrt(D) if scale is None else scale
-    rows = q.reshape(B, G, (H // G) * T, D)  # (B, G, R T, D): a group's heads as rows
+    rows = q.reshape(B, G, (H // G) * T, D)  # (B, G, (H/G) T, d): a group's heads
     partials = [  # one program per chunk on a GPU, all independent
         partial_attention(rows, k_s, v_s, scale)
         for k_s, v_s in zip(
@@ -126,7 +126,7 @@ def split_kv_attention(
             strict=True,
         )
     ]
-    o = combine(partials)  # (B, G, R T, D_v)
+    o = combine(partials)  # (B, G, (H/G) T, d_v)
     return o.reshape(B, H, T, v.shape[-1]).to(q.dtype)  # (B, H, T, D_v)
 
 
@@ -135,11 +135,11 @@ def splits_to_fill(batch: int, kv_heads: int, sms: int) -> int:
 
     Args:
         batch: ``B``, sequences decoded together.
-        kv_heads: ``G``; each program packs a group's ``R`` query heads as rows.
+        kv_heads: ``G``; each program packs a group's ``H / G`` query heads as rows.
         sms: streaming multiprocessors of the GPU.
 
     Returns:
-        The smallest ``n`` with ``B G n >= SMs``.
+        The smallest ``n_splits`` with ``B G n_splits >= SMs``.
 
     Raises:
         ValueError: an argument is not a positive integer.
@@ -156,7 +156,7 @@ def wave_efficiency(programs: int, sms: int) -> float:
     ``num_splits_heuristic`` scores a number of chunks.
 
     Args:
-        programs: ``B G n`` programs of one step.
+        programs: ``B G n_splits`` programs of one step.
         sms: streaming multiprocessors of the GPU.
 
     Returns:
@@ -173,17 +173,18 @@ def split_step_time(batch: int, kv_heads: int, sms: int, n_splits: int) -> float
     """Time of a split-KV step relative to one chunk per sequence, in a wave model.
 
     A model, not a measurement: a program's time is proportional to its chunk,
-    ``S / n``, an SM runs one program at a time and the merge is neglected, so the
-    step takes ``ceil(B G n / SMs) / n`` of the unsplit step's waves.
+    ``T_kv / n_splits``, an SM runs one program at a time and the merge is neglected,
+    so the step takes ``ceil(B G n_splits / SMs) / n_splits`` of the unsplit step's
+    waves.
 
     Args:
         batch: ``B``, sequences decoded together.
         kv_heads: ``G``, one program per key/value head and chunk.
         sms: streaming multiprocessors of the GPU.
-        n_splits: ``n``, chunks of each sequence's cache.
+        n_splits: chunks of each sequence's cache.
 
     Returns:
-        The step's time over that of ``n = 1``.
+        The step's time over that of ``n_splits = 1``.
 
     Raises:
         ValueError: an argument is not a positive integer.
@@ -199,9 +200,9 @@ def splits_by_efficiency(
     """Chunks FlashAttention-2's heuristic picks: the fewest within 85% of the best.
 
     Its ``num_splits_heuristic`` keeps one chunk when ``B G`` programs fill 80% of
-    the SMs; otherwise it takes the smallest ``n`` whose :func:`wave_efficiency`
-    is at least 0.85 of the best over ``n <= max_splits`` (the kernel also caps
-    ``n`` by the cache's key blocks, which this count leaves out).
+    the SMs; otherwise it takes the smallest ``n_splits`` whose :func:`wave_efficiency`
+    is at least 0.85 of the best over ``n_splits <= max_splits`` (the kernel also caps
+    ``n_splits`` by the cache's key blocks, which this count leaves out).
 
     Args:
         batch: ``B``, sequences decoded together.

@@ -44,7 +44,7 @@ class SoftmaxStep:
         j: scores read so far (0 at the start).
         new: how many of them this step read (0 at the start).
         m: running maximum ``m_j`` (``-inf`` at the start).
-        d: running sum ``d_j = sum e^{x - m_j}`` over the scores read (0 at the start).
+        d: running sum ``l_j = sum e^{x - m_j}`` over the scores read (0 at the start).
         m_prev: the maximum before, if this step (not the first) raised it; ``d``
             was then rescaled by ``e^{m_prev - m}``.
     """
@@ -84,20 +84,20 @@ def softmax_steps(x: Sequence[float], block_size: int = 1) -> list[SoftmaxStep]:
 
 
 def draw_softmax_step(ax: Axes, step: SoftmaxStep, x: Sequence[float], fs: int) -> None:
-    """One step: the scores (read, new, unread), ``m_j`` as a line, ``d_j`` as text."""
+    """One step: the scores (read, new, unread), ``m_j`` as a line, ``l_j`` as text."""
     n, k = len(x), step.j
     colors = [READ] * (k - step.new) + [NEW] * step.new + [UNREAD] * (n - k)
     ax.bar(range(1, n + 1), x, color=colors, edgecolor="0.3", linewidth=fs / 8)
     ax.set_xticks(range(1, n + 1), [f"$x_{{{i}}}$" for i in range(1, n + 1)])
     ax.tick_params(labelsize=fs)
     ax.set_ylim(min(0.0, *x), 1.6 * max(x))
-    lines = ["$m_{0} = -\\infty$", "$d_{0} = 0$"]
+    lines = ["$m_{0} = -\\infty$", "$\\ell_{0} = 0$"]
     if k > 0:
-        lines = [f"$m_{{{k}}} = {step.m:.2f}$", f"$d_{{{k}}} = {step.d:.2f}$"]
+        lines = [f"$m_{{{k}}} = {step.m:.2f}$", f"$\\ell_{{{k}}} = {step.d:.2f}$"]
         ax.axhline(step.m, color="C3", linestyle="--", linewidth=fs / 5)
     if step.m_prev is not None:
         ax.axhline(step.m_prev, color="C3", linestyle=":", linewidth=fs / 5)
-        rescale = math.exp(step.m_prev - step.m)  # what d_{j-1} is multiplied by
+        rescale = math.exp(step.m_prev - step.m)  # what l_{j-1} is multiplied by
         lines.append(f"$e^{{m_{{{k - step.new}}} - m_{{{k}}}}} = {rescale:.2f}$")
     for row, text in enumerate(lines):
         style = {"fontsize": fs, "va": "top", "color": "C3" if row == 2 else "black"}
@@ -143,7 +143,7 @@ def _grid(draw: Callable, steps: list, legend: Callable, **kw: Any) -> Figure:
 
 
 def softmax_frames(x: Sequence[float], block_size: int = 1) -> list[Figure]:
-    """One slide per state of :func:`softmax_steps`: ``1 + ceil(N / b)`` frames."""
+    """One slide per state of :func:`softmax_steps`: ``1 + ceil(T / b)`` frames."""
     steps = softmax_steps(x, block_size)
     return _frames(draw_softmax_step, steps, _softmax_legend, x=x)
 
@@ -192,10 +192,10 @@ class _TileTrace(TorchFunctionMode):
 
 
 def tile_steps(n: int, block_q: int, block_k: int, causal: bool) -> list[TileStep]:
-    """Run :func:`tiled_forward` on ``N = n`` positions and replay the tiles it visits.
+    """Run :func:`tiled_forward` on ``T = n`` positions and replay the tiles it visits.
 
     Args:
-        n: sequence length ``N``.
+        n: sequence length ``T``.
         block_q: ``B_r``, queries per block.
         block_k: ``B_c``, keys per block.
         causal: as in :func:`tiled_forward`.

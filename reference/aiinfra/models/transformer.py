@@ -10,7 +10,7 @@ when ``kv_lora_rank`` is set; the GPT-2/GPT-3 family (Radford et al. 2019, Brown
 al. 2020) swaps RMSNorm for LayerNorm, SwiGLU for a GELU MLP and RoPE for a learned
 table of positions added to the embeddings, with biases everywhere. Passing one
 cache per layer turns the same forward pass into incremental decoding, as in
-:func:`generate_greedy`. Notation: ``B`` batch, ``T`` tokens, ``d`` width, ``V``
+:func:`generate_greedy`. Notation: ``B`` batch, ``T`` tokens, ``h`` width, ``V``
 vocab.
 """
 
@@ -65,7 +65,7 @@ class Block(nn.Module):
         self.mlp = make_mlp(config)
 
     def forward(self, x: Tensor, cache: KVCache | None = None) -> Tensor:
-        """Shape ``(B, T, d)`` in and out; ``cache`` is this layer's KV cache."""
+        """Shape ``(B, T, h)`` in and out; ``cache`` is this layer's KV cache."""
         x = x + self.attn(self.attn_norm(x), cache)
         return x + self.mlp(self.mlp_norm(x))
 
@@ -148,12 +148,12 @@ class Transformer(nn.Module):
                 f"{len(self.blocks)} layers"
             )
         # region forward (the tokens and caches are checked above)
-        x = self.embed(tokens)  # (B, T, d)
+        x = self.embed(tokens)  # (B, T, h)
         if self.pos_embed is not None:
             start = 0 if caches is None else caches[0].length
-            x = x + self.pos_embed(self._positions(start, tokens.shape[1]))  # (B, T, d)
+            x = x + self.pos_embed(self._positions(start, tokens.shape[1]))  # (B, T, h)
         for i, block in enumerate(self.blocks):
-            x = block(x, None if caches is None else caches[i])  # (B, T, d)
+            x = block(x, None if caches is None else caches[i])  # (B, T, h)
         return self.head(self.norm(x))  # (B, T, V)
 
     def _positions(self, start: int, T: int) -> Tensor:

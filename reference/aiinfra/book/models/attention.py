@@ -24,7 +24,7 @@ def deepseek_latent_width() -> int:
 
 
 def deepseek_mha_width() -> int:
-    """2 n_h d_h, what MHA with DeepSeek-V2's heads would cache per token, layer."""
+    """2 H d, what MHA with DeepSeek-V2's heads would cache per token, layer."""
     c = preset(DEEPSEEK)
     return 2 * c.n_heads * c.head_dim
 

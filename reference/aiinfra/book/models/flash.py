@@ -74,7 +74,7 @@ def _curve() -> dict[str, list[int]]:
 
 
 def attention_memory_figure() -> Figure:
-    """Measured peak bytes against N, standard and tiled attention."""
+    """Measured peak bytes against T, standard and tiled attention."""
     return attention_memory.memory_figure(_curve())
 
 
@@ -84,12 +84,12 @@ def attention_memory_table() -> Table:
 
 
 def standard_growth_exponent() -> float:
-    """Fitted growth exponent of standard attention's peak memory in N."""
+    """Fitted growth exponent of standard attention's peak memory in T."""
     return attention_memory.growth_exponent(_curve()["N"], _curve()["standard_peak"])
 
 
 def tiled_growth_exponent() -> float:
-    """Fitted growth exponent of tiled attention's peak memory in N."""
+    """Fitted growth exponent of tiled attention's peak memory in T."""
     return attention_memory.growth_exponent(_curve()["N"], _curve()["tiled_peak"])
 
 

@@ -22,17 +22,17 @@ TILES_N, TILES_BLOCK = 2048, 128  # sequence and block length in the tiles quest
 
 
 def llama_matmul_parameters() -> int:
-    """N of the 6N rule for Llama 3 8B: weights that enter a matmul."""
+    """Psi of the 6 Psi rule for Llama 3 8B: weights that enter a matmul."""
     return flops.matmul_parameters(preset(LLAMA))
 
 
 def llama_attention_flops_per_position() -> int:
-    """12 L H Q, Llama 3 8B's attention FLOPs per token and position attended."""
+    """12 L H d, Llama 3 8B's attention FLOPs per token and position attended."""
     return flops.attention_flops_per_token(preset(LLAMA), 1)
 
 
 def llama_attention_parity_tokens() -> float:
-    """Sequence length at which Llama 3 8B's attention FLOPs equal its 6N."""
+    """Sequence length at which Llama 3 8B's attention FLOPs equal its 6 Psi."""
     return 6 * llama_matmul_parameters() / llama_attention_flops_per_position()
 
 
@@ -94,7 +94,7 @@ def llama_lse_mib_per_layer() -> float:
 
 
 def tile_blocks() -> int:
-    """T, blocks of TILES_BLOCK in TILES_N positions."""
+    """T_r, blocks of TILES_BLOCK in TILES_N positions."""
     return -(-TILES_N // TILES_BLOCK)
 
 
@@ -104,7 +104,7 @@ def _tiles(causal: bool) -> list[steps.TileStep]:
 
 
 def causal_tiles_computed() -> int:
-    """Tiles causal tiled_forward computes, N = TILES_N, blocks of TILES_BLOCK."""
+    """Tiles causal tiled_forward computes, T = TILES_N, blocks of TILES_BLOCK."""
     return len(_tiles(causal=True))
 
 
