@@ -180,7 +180,7 @@ def _figure():
     ax.bar(["ring", "tree"], [1, 2], label="measured time")
     ax.set_xlabel("algorithm")
     ax.set_ylabel("time (us)")
-    ax.set_title("all-reduce on 8 ranks")  # a digit: stays as it is
+    ax.set_title("all-reduce on 8 ranks")  # words around a number: translated
     ax.annotate("crossover", (0, 1))
     ax.legend()
     return fig
@@ -188,6 +188,7 @@ def _figure():
 
 def test_figure_strings_are_the_words_a_reader_reads():
     assert figures.figure_strings(_figure()) == [
+        "all-reduce on 8 ranks",  # a number inside a sentence
         "algorithm",
         "time (us)",
         "crossover",
@@ -288,3 +289,31 @@ def test_each_broken_computation_fails_the_build_and_is_named(tmp_path):
     errors = [line for line in out.stderr.splitlines() if "failed" in line]
     for source, named in BROKEN.items():
         assert any(named in line for line in errors), (source, out.stderr)
+
+
+def test_a_new_bib_file_is_cited_in_an_incremental_build(tmp_path):
+    # A bibliography keeps the bib files it saw when its page was read: without
+    # re-reading that page, an incremental build misses every key of a new file.
+    src = tmp_path / "src"
+    (src / "_bib").mkdir(parents=True)
+    (src / "conf.py").write_text(
+        f"import pathlib, sys\nsys.path.insert(0, {str(DOCS / '_ext')!r})\n"
+        "extensions = ['sphinxcontrib.bibtex', 'aiinfra_book']\n"
+        f"aiinfra_cache_dir = {str(tmp_path / 'cache')!r}\n"
+        "bibtex_bibfiles = sorted(str(p) for p in "
+        "(pathlib.Path(__file__).parent / '_bib').glob('*.bib'))\n"
+    )
+    entry = "@misc{{{key}, author = {{A. Author}}, title = {{T}}, year = {{2024}}}}\n"
+    (src / "_bib" / "a.bib").write_text(entry.format(key="old2024"))
+    (src / "refs.rst").write_text("Refs\n====\n\n.. bibliography::\n")
+    page = "Title\n=====\n\nSee :cite:p:`{}`.\n\n.. toctree::\n\n   refs\n"
+    (src / "index.rst").write_text(page.format("old2024"))
+    cmd = [sys.executable, "-m", "sphinx", "-b", "html", "-W", "-q"]
+    cmd += ["-d", str(tmp_path / "doctrees"), str(src), str(tmp_path / "out")]
+    first = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert first.returncode == 0, first.stderr
+    (src / "_bib" / "b.bib").write_text(entry.format(key="new2025"))
+    (src / "index.rst").write_text(page.format("old2024,new2025"))
+    again = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert "new2025" not in again.stderr

@@ -32,6 +32,7 @@ from sphinx.transforms import SphinxTransform
 
 from . import (
     api,
+    bibfiles,
     cjk,
     compute,
     figures,
@@ -66,6 +67,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
         api,
         cjk,
         translation_status,
+        bibfiles,
     ):
         module.setup(app)
     # sphinx-revealjs is not parallel-safe, and neither is the figure cache's
