@@ -63,6 +63,9 @@ class ThreadedDist:
     def get_world_size(self, group=None) -> int:
         return self.p if group is None else len(group)
 
+    def get_backend(self, group=None) -> str:
+        return "threads"  # not gloo: the collectives batch their pairs as on NCCL
+
     def P2POp(self, op, tensor, group=None, group_peer=None):  # noqa: N802 - torch's
         return op, tensor, group_peer if group is None else group[group_peer]
 
