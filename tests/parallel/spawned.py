@@ -238,9 +238,13 @@ def bad_group_errors() -> dict:
 def gloo_checks() -> dict:
     """Run on 4 gloo ranks: every check, on the world and on this rank's pair."""
     pairs = [dist.new_group([0, 2]), dist.new_group([1, 3])]
+    # Imported here: the test module imports this one for gloo_results.
+    from tests.parallel.test_tensor_parallel import tensor_parallel_checks
+
     out = {}
     for name, group in (("world", None), ("pair", pairs[dist.get_rank() % 2])):
         out[name] = {"ddp": ddp_checks(group), "zero": zero_checks(group)}
+        out[name]["tp"] = tensor_parallel_checks(group)
     out["errors"] = bad_group_errors()
     return out
 
