@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
+from aiinfra import results
 from aiinfra.comm import bench, cost, figures, nccl_model, paired, schedules, steps
 from aiinfra.comm import results as busbw
 from aiinfra.report import Table
@@ -276,6 +277,16 @@ def textbook_ring_over_torch_busbw() -> float:
 def paired_run_count() -> int:
     """How many paired runs the ring comparison took."""
     return len(paired.paired_runs()["torch"])
+
+
+def ring_paired_size() -> str:
+    """The message size of the paired ring comparison, e.g. ``'16 MiB'``."""
+    return cost.format_bytes(results.load("ring")["rows"][0]["size"])
+
+
+def ring_paired_stamp(field: str) -> object:
+    """A field of the paired ring comparison's machine stamp (world_size, cpu_count)."""
+    return results.load("ring")["stamp"][field]
 
 
 def pipeline_segments() -> int:

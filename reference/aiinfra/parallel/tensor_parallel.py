@@ -219,7 +219,7 @@ class TensorParallelSwiGLU(nn.Module):
     backward of a ``(b, T, h)`` input that is one all-reduce of ``b T h`` elements
     each way, or, with ``sequence_parallel``, one all-gather and one reduce-scatter
     each way (Korthikanti et al. 2022): the input and the output are then sequence
-    shards ``(b, T/t, h)``.
+    shards ``(b, T/p, h)``.
 
     Args:
         w1, w3: the column-parallel gate and up projections.
@@ -275,7 +275,7 @@ class TensorParallelSwiGLU(nn.Module):
         )
 
     def forward(self, x: Tensor) -> Tensor:
-        """``(b, T, h)`` -> ``(b, T, h)``; sequence shards ``(b, T/t, h)`` under SP.
+        """``(b, T, h)`` -> ``(b, T, h)``; sequence shards ``(b, T/p, h)`` under SP.
 
         Raises:
             ValueError: the last dimension of ``x`` is not ``h``.
@@ -290,4 +290,4 @@ class TensorParallelSwiGLU(nn.Module):
         else:
             x = CopyToTensorParallel.apply(x, self.comm)
         hidden = F.silu(self.w1.forward_local(x)) * self.w3.forward_local(x)
-        return self.w2(hidden)  # (b, T, h), or (b, T/t, h) under SP
+        return self.w2(hidden)  # (b, T, h), or (b, T/p, h) under SP

@@ -62,7 +62,7 @@ def _reduce_scatter(x: Tensor, dim: int, comm: CommCounter) -> Tensor:
     n = comm.world_size
     local = shard_size(f"dimension {dim} of length", x.shape[dim], n)
     moved = x.movedim(dim, 0).contiguous()  # (T, ...)
-    out = moved.new_empty((local, *moved.shape[1:]))  # (T / t, ...)
+    out = moved.new_empty((local, *moved.shape[1:]))  # (T / p, ...)
     comm.reduce_scatter(out, moved)
     return out.movedim(0, dim).contiguous()
 
@@ -175,7 +175,7 @@ def split_sequence(x: Tensor, comm: CommCounter, dim: int = 1) -> Tensor:
         dim: the sequence dimension.
 
     Returns:
-        Chunk ``rank`` of ``x`` along ``dim``: ``(b, T / t, h)``.
+        Chunk ``rank`` of ``x`` along ``dim``: ``(b, T / p, h)``.
 
     Raises:
         ValueError: ``T`` is not divisible by the group size.
