@@ -47,11 +47,17 @@ class CommCounter:
         return dist.get_rank(self.group)
 
     def all_reduce(
-        self, tensor: torch.Tensor, async_op: bool = False
+        self,
+        tensor: torch.Tensor,
+        async_op: bool = False,
+        op: dist.ReduceOp.RedOpType = dist.ReduceOp.SUM,
     ) -> dist.Work | None:
-        """Sum ``tensor`` over the group in place; returns a work handle if async."""
+        """Reduce ``tensor`` over the group in place; a work handle if async.
+
+        A sum unless ``op`` says otherwise (``ReduceOp.MAX`` for a maximum).
+        """
         self.log.append(("all_reduce", tensor.numel(), tensor.element_size()))
-        return dist.all_reduce(tensor, group=self.group, async_op=async_op)
+        return dist.all_reduce(tensor, op=op, group=self.group, async_op=async_op)
 
     def reduce_scatter(
         self, output: torch.Tensor, input: torch.Tensor, async_op: bool = False
