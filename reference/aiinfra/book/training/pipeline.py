@@ -1,0 +1,154 @@
+"""What ``docs/training/pipeline.rst`` shows: its values, tables, figures.
+
+Every timeline replays a schedule of :mod:`aiinfra.parallel.pipeline_schedules` on
+the cost model of :mod:`aiinfra.parallel.pipeline_sim` with the zero-bubble paper's
+assumption t_F = t_B = t_W (Qi et al. 2024; a backward that is not split takes
+t_B + t_W) and no communication latency: p = 4 ranks, m = 8 micro-batches, v = 2
+chunks per rank for the interleaved schedule.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from matplotlib.figure import Figure
+
+from aiinfra.parallel import pipeline_figures
+from aiinfra.parallel.pipeline_schedules import make_schedule, p2p_messages
+from aiinfra.parallel.pipeline_sim import PipelineCosts, PipelineTimeline, simulate
+from aiinfra.report import Table
+
+PP_RANKS, PP_MICROBATCHES, PP_CHUNKS = 4, 8, 2  # p, m, v of the examples
+PP_LAYERS = 8  # L of the stage picture: 2 layers per rank, 1 per chunk when v = 2
+PP_SWEEP = (4, 8, 12, 16, 24, 32)  # m of the bubble figure: multiples of p
+PP_NAMES = ("GPipe", "1F1B", "interleaved 1F1B", "ZB-H1")
+_COSTS = PipelineCosts(t_f=1.0, t_b=1.0, t_w=1.0)
+
+
+def _check(name: str) -> None:
+    if name not in PP_NAMES:
+        raise ValueError(f"name must be one of {PP_NAMES}, got {name!r}")
+
+
+@functools.cache
+def _pp_timeline(name: str, m: int = PP_MICROBATCHES) -> PipelineTimeline:
+    """The example's simulated step of schedule ``name`` with m micro-batches.
+
+    Raises:
+        ValueError: an unknown name, or m the schedule rejects.
+    """
+    _check(name)
+    v = PP_CHUNKS if name == "interleaved 1F1B" else 1
+    return simulate(make_schedule(name, PP_RANKS, m, v), _COSTS)
+
+
+def pp_bubble(name: str) -> float:
+    """Simulated idle time over compute time of the example, a fraction."""
+    return _pp_timeline(name).bubble_over_ideal
+
+
+def pp_step_bubble(name: str, m: int = PP_MICROBATCHES) -> float:
+    """Simulated idle share of the step, a fraction."""
+    return _pp_timeline(name, m).bubble
+
+
+def _pp_published_bubble(name: str) -> float:
+    """The papers' bubble over ideal compute for the example's p, m, v.
+
+    GPipe and 1F1B (p - 1) / m, interleaved (p - 1) / (v m) (Narayanan et al.
+    2021), ZB-H1 (p - 1) / (3 m) (Qi et al. 2024).
+    """
+    _check(name)
+    p, m, v = PP_RANKS, PP_MICROBATCHES, PP_CHUNKS
+    divisor = {"interleaved 1F1B": v, "ZB-H1": 3}.get(name, 1)
+    return (p - 1) / (divisor * m)
+
+
+def pp_gpipe_published_step_bubble(m: int = PP_MICROBATCHES) -> float:
+    """GPipe's idle share of the step, (p - 1) / (m + p - 1) (Huang et al. 2019)."""
+    return (PP_RANKS - 1) / (m + PP_RANKS - 1)
+
+
+def pp_warmup(name: str, rank: int = 0) -> int:
+    """Forwards rank ``rank`` runs before its first backward in the example."""
+    order = _pp_timeline(name).schedule.order(rank)
+    return next(k for k, a in enumerate(order) if a.kind != "F")
+
+
+def pp_peak(name: str, rank: int = 0) -> float:
+    """Activations rank ``rank`` holds at its peak, in micro-batches of its layers."""
+    return _pp_timeline(name).peak_activations()[rank]
+
+
+def pp_messages(name: str) -> int:
+    """Point-to-point messages in one step of the example, all ranks together."""
+    return p2p_messages(_pp_timeline(name).schedule)
+
+
+def pp_tradeoff_table() -> Table:
+    """Bubble, peak activations and messages of the four schedules, simulated."""
+    rows = []
+    for name in PP_NAMES:
+        t = _pp_timeline(name)
+        rows.append(
+            [
+                name,
+                round(t.bubble_over_ideal, 4),
+                round(_pp_published_bubble(name), 4),
+                round(t.peak_activations()[0], 2),
+                round(t.peak_activations()[-1], 2),
+                pp_messages(name),
+            ]
+        )
+    return Table(
+        [
+            "schedule",
+            "bubble, replay",
+            "bubble, paper",
+            "peak, rank 0",
+            "peak, last rank",
+            "messages",
+        ],
+        rows,
+        note="Simulated on the cost model t_F = t_B = t_W, no latency. Bubble: idle "
+        "time over compute time. Peak: micro-batches of activations through all of "
+        "a rank's layers, held at once. Messages: point-to-point sends of "
+        "activations and input gradients per step, all ranks together.",
+        stamp=f"p = {PP_RANKS}, k = {PP_MICROBATCHES}, v = {PP_CHUNKS}",
+    )
+
+
+def _panels(*names: str) -> list[tuple[str, PipelineTimeline]]:
+    titles = {"interleaved 1F1B": f"interleaved 1F1B, v = {PP_CHUNKS}"}
+    return [(titles.get(n, n), _pp_timeline(n)) for n in names]
+
+
+def pp_gpipe_figure() -> Figure:
+    """One micro-batch (naive model parallelism) against GPipe's m."""
+    naive = ("one micro-batch", _pp_timeline("GPipe", 1))
+    return pipeline_figures.timeline_figure([naive, *_panels("GPipe")])
+
+
+def pp_1f1b_figure() -> Figure:
+    """GPipe and 1F1B: the same bubble, the backwards moved forward."""
+    return pipeline_figures.timeline_figure(_panels("GPipe", "1F1B"))
+
+
+def pp_interleaved_figure() -> Figure:
+    """1F1B and interleaved 1F1B with v chunks per rank."""
+    return pipeline_figures.timeline_figure(_panels("1F1B", "interleaved 1F1B"))
+
+
+def pp_zero_bubble_figure() -> Figure:
+    """1F1B and ZB-H1: the split backward's W fill the cool-down."""
+    return pipeline_figures.timeline_figure(_panels("1F1B", "ZB-H1"))
+
+
+def pp_stage_figure() -> Figure:
+    """Which rank holds each layer, with one and with v chunks per rank."""
+    return pipeline_figures.stage_figure(PP_LAYERS, PP_RANKS, (1, PP_CHUNKS))
+
+
+def pp_bubble_figure() -> Figure:
+    """Bubble against m: simulated points on the published curves."""
+    return pipeline_figures.bubble_figure(PP_RANKS, PP_SWEEP, PP_CHUNKS)
