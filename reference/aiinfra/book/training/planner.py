@@ -1,0 +1,254 @@
+"""What ``docs/training/planner.rst`` shows: the mesh, the planner's answers.
+
+The real cases are Llama 3 8B on 8 H100s, Llama 3 70B on 64 and on 1,024 H100s
+and Llama 3 405B on 16,384 H100s at 8,192-token sequences. The 405B batch is the
+paper's, 16M tokens (2^24; Dubey et al. 2024, Table 4); the others are this book's
+choice, stated in :data:`PLAN_CASES`. :data:`LLAMA3_TABLE4` copies Table 4's
+16K-GPU row: the layout Meta ran, its TFLOP/s per GPU and its BF16 MFU.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from matplotlib.figure import Figure
+
+from aiinfra.hardware import GPUS
+from aiinfra.plan import figures as plan_figures
+from aiinfra.plan.job import INTER_NODE, NVLINK_BYTES_PER_S, Job
+from aiinfra.plan.mesh import MeshLayout
+from aiinfra.plan.report import plan_table
+from aiinfra.plan.search import Plan, plan, valid_layouts
+from aiinfra.plan.source import load_model
+from aiinfra.report import Table
+
+PLAN_GPU, PLAN_SEQ = "H100", 8192
+# case -> (model, GPUs, global batch in tokens)
+PLAN_CASES = {
+    "8b": ("llama-3-8b", 8, 2**20),
+    "70b-64": ("llama-3-70b", 64, 2**22),
+    "70b-1024": ("llama-3-70b", 1024, 2**22),
+    "405b": ("llama-3-405b", 16384, 2**24),
+}
+# Dubey et al. 2024, Table 4, second row: 16,384 GPUs, sequence 8,192, batch
+# size per DP 16, 16M tokens per batch.
+LLAMA3_TABLE4 = {"dp": 128, "tp": 8, "pp": 16, "cp": 1, "tflops": 400, "mfu": 41}
+# Dubey et al. 2024, Fig. 5: 16 GPUs (two 8-GPU servers), every group of size 2.
+PLAN_MESH_EXAMPLE = MeshLayout(dp=2, pp=2, cp=2, tp=2, gpus_per_node=8)
+PLAN_EFFICIENCY = Job.__dataclass_fields__["efficiency"].default  # the assumption
+PLAN_EXPOSED = Job.__dataclass_fields__["exposed"].default
+PLAN_TABLE_CASE, PLAN_TABLE_TOP = "70b-64", 5  # the table of the command's output
+
+
+def plan_nvlink_gbps() -> float:
+    """The H100's NVLink per direction, GB/s (the planner's intra-node link)."""
+    return NVLINK_BYTES_PER_S[PLAN_GPU] / 1e9
+
+
+def plan_nic_gbps() -> float:
+    """One 400 Gb/s NIC per GPU, GB/s (the planner's inter-node link)."""
+    return 1 / INTER_NODE.beta / 1e9
+
+
+def plan_mesh_figure() -> Figure:
+    """Llama 3's 16-GPU example, each dimension's groups in colour."""
+    return plan_figures.mesh_figure(PLAN_MESH_EXAMPLE)
+
+
+def plan_mesh_group(rank: int, dim: str) -> str:
+    """``"0, 1"``: the ranks of ``rank``'s group of ``dim`` in the example."""
+    return ", ".join(str(r) for r in PLAN_MESH_EXAMPLE.group_of(rank, dim))
+
+
+@functools.cache
+def _plan_case_job(case: str) -> tuple[str, Job]:
+    """The model's name and the job of a case of :data:`PLAN_CASES`."""
+    model, gpus, batch = PLAN_CASES[case]
+    name, cfg = load_model(model)
+    return name, Job(cfg, PLAN_GPU, gpus, batch, PLAN_SEQ)
+
+
+@functools.cache
+def _plan_case_plans(case: str) -> tuple[Plan, ...]:
+    """Every feasible plan of a case, best first."""
+    return tuple(plan(_plan_case_job(case)[1]))
+
+
+def plan_case_gpus(case: str) -> int:
+    """The GPUs of a case."""
+    return PLAN_CASES[case][1]
+
+
+def plan_case_tokens(case: str) -> int:
+    """The global batch of a case, tokens."""
+    return PLAN_CASES[case][2]
+
+
+def plan_hbm_gb() -> float:
+    """The planner's GPU's HBM, GB (1e9 bytes): the memory limit."""
+    return GPUS[PLAN_GPU].hbm_bytes / 1e9
+
+
+def plan_case_valid(case: str) -> int:
+    """How many layouts of a case are valid (before memory)."""
+    return len(valid_layouts(_plan_case_job(case)[1]))
+
+
+def plan_case_feasible(case: str) -> int:
+    """How many of them fit in memory (with the least recomputation that fits)."""
+    return len(_plan_case_plans(case))
+
+
+def _plan_best(case: str) -> Plan:
+    """The planner's first choice for a case."""
+    return _plan_case_plans(case)[0]
+
+
+def plan_best_layout(case: str) -> str:
+    """``"dp 32 x tp 4 x pp 16 x cp 8"``: the first choice's sizes."""
+    lay = _plan_best(case).layout
+    return f"dp {lay.dp} x tp {lay.tp} x pp {lay.pp} x cp {lay.cp}"
+
+
+def plan_best_mfu(case: str) -> float:
+    """The first choice's estimated MFU, percent."""
+    return 100 * _plan_best(case).time.mfu
+
+
+def plan_best_memory_gb(case: str) -> float:
+    """The first choice's memory per GPU, GB (1e9 bytes)."""
+    return _plan_best(case).memory.total / 1e9
+
+
+def plan_best_term(case: str, term: str) -> float:
+    """One term of the first choice's step time, seconds (``"step"``: the sum)."""
+    t = _plan_best(case).time
+    return t.step if term == "step" else getattr(t, term)
+
+
+def _is_table4(p: Plan) -> bool:
+    lay = p.layout
+    return (lay.dp, lay.tp, lay.pp, lay.cp) == tuple(
+        LLAMA3_TABLE4[k] for k in ("dp", "tp", "pp", "cp")
+    )
+
+
+def table4_rank() -> int:
+    """Where the best plan with Table 4's sizes ranks among the 405B plans."""
+    return next(i for i, p in enumerate(_plan_case_plans("405b"), 1) if _is_table4(p))
+
+
+def _table4_plan() -> Plan:
+    """The planner's best plan with Table 4's sizes (ZeRO, b, v are its choice)."""
+    return _plan_case_plans("405b")[table4_rank() - 1]
+
+
+def table4_mfu() -> float:
+    """The model's MFU for the published layout, percent."""
+    return 100 * _table4_plan().time.mfu
+
+
+def table4_memory_gb() -> float:
+    """The published layout's memory per GPU in the model, GB (1e9 bytes)."""
+    return _table4_plan().memory.total / 1e9
+
+
+def table4_micro_batches() -> int:
+    """Micro-batches m of Table 4's 16K-GPU layout: sequences per DP rank."""
+    return _table4_plan().layout.micro_batches(_plan_case_job("405b")[1])
+
+
+def table4_term(term: str) -> float:
+    """One term of the published layout's estimated step, seconds."""
+    t = _table4_plan().time
+    return t.step if term == "step" else getattr(t, term)
+
+
+def _row(case: str, source: str, p: Plan) -> list:
+    job, lay, t = _plan_case_job(case)[1], p.layout, p.time
+    tflops = t.model_flops / job.gpus / t.step / 1e12
+    return [
+        source,
+        _plan_case_job(case)[0],
+        job.gpus,
+        f"{lay.dp} x {lay.tp} x {lay.pp} x {lay.cp}",
+        lay.zero,
+        lay.micro_batch,
+        lay.v,
+        lay.recompute,
+        round(p.memory.total / 1e9, 1),
+        round(tflops),
+        round(100 * t.mfu, 1),
+    ]
+
+
+def plan_cases_table() -> Table:
+    """Each case's first choice; for 405B, Table 4's layout next to it."""
+    rows = [_row(case, "planner", _plan_best(case)) for case in PLAN_CASES]
+    rows.append(_row("405b", "Table 4 layout, planner's estimate", _table4_plan()))
+    rows.append(
+        ["Llama 3 paper, Table 4", "llama-3-405b", 16384, "128 x 8 x 16 x 1"]
+        + ["", "", "", "none", ""]
+        + [LLAMA3_TABLE4["tflops"], LLAMA3_TABLE4["mfu"]]
+    )
+    columns = ["source", "model", "GPUs", "dp x tp x pp x cp", "ZeRO", "b", "v"]
+    columns += ["recompute", "GB/GPU", "TFLOP/s", "MFU (%)"]
+    note = (
+        "Cost model, not a measurement, except the paper's row (Dubey et al. 2024, "
+        "Table 4: measured, BF16 MFU). GB = 1e9 bytes of the busiest stage; "
+        "TFLOP/s: model FLOPs per GPU per second."
+    )
+    stamp = "; ".join(
+        f"{model}: {gpus} GPUs, {batch:,} tokens per step"
+        for model, gpus, batch in PLAN_CASES.values()
+    )
+    stamp += (
+        f"; H100, T = {PLAN_SEQ}, compute at {PLAN_EFFICIENCY:.0%} of peak, "
+        f"{PLAN_EXPOSED:.0%} of DP traffic exposed"
+    )
+    return Table(columns, rows, note, stamp)
+
+
+def plan_command_table() -> Table:
+    """What ``aiinfra plan`` prints for 70B on 64 H100s: the top layouts."""
+    name, job = _plan_case_job(PLAN_TABLE_CASE)
+    return plan_table(
+        list(_plan_case_plans(PLAN_TABLE_CASE)[:PLAN_TABLE_TOP]), job, name
+    )
+
+
+def _label(p: Plan) -> str:
+    lay = p.layout
+    return (
+        f"dp {lay.dp} tp {lay.tp} pp {lay.pp} cp {lay.cp} "
+        f"ZeRO-{lay.zero} b {lay.micro_batch} v {lay.v}"
+    )
+
+
+def plan_steps_figure(case: str = "405b", top: int = 5) -> Figure:
+    """A case's best plans term by term; for 405B, Table 4's layout below them."""
+    plans = list(_plan_case_plans(case)[:top])
+    if case == "405b":
+        plans.append(_table4_plan())
+    return plan_figures.step_terms_figure(plans, [_label(p) for p in plans])
+
+
+def plan_shared_compute(case: str = "405b", top: int = 5) -> float:
+    """Seconds of compute every plan of :func:`plan_steps_figure` spends at least."""
+    plans = list(_plan_case_plans(case)[:top])
+    if case == "405b":
+        plans.append(_table4_plan())
+    return min(p.time.compute for p in plans)
+
+
+def table4_published(field: str) -> float:
+    """A number of the paper's Table 4 for 405B on 16K GPUs.
+
+    ``field``: ``dp``, ``tp``, ``pp``, ``cp``, ``tflops`` (per GPU) or ``mfu`` (%).
+    """
+    return LLAMA3_TABLE4[field]
+
+
+def table4_chunks() -> int:
+    """The model chunks per rank v the planner picks for the published layout."""
+    return _table4_plan().layout.v

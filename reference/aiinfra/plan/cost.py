@@ -1,0 +1,198 @@
+"""Step time and MFU of a layout: compute, bubble and communication, term by term.
+
+A step is priced per GPU as a sum of terms, each from a model the book derives:
+
+- compute: the model's training FLOPs, 6 Psi + 12 L H d T per token
+  (:func:`aiinfra.models.flops.training_flops_per_token`; Kaplan et al. 2020, PaLM
+  App. B), shared by all GPUs, at ``efficiency`` times the dense BF16 peak (an
+  assumption). The busiest stage sets the pace (pp ceil(L / pp) / L); full
+  recomputation adds one forward of the layers, selective one of attention.
+- pipeline bubble: compute times (pp - 1) / (v m) (Narayanan et al. 2021;
+  interleaved with v chunks per rank).
+- tensor parallelism: per layer and micro-batch, 4 all-reduces of b (T / cp) h
+  bf16 values (Shoeybi et al. 2019, Fig. 4; 6 with full recompute's second
+  forward), ring all-reduces on NVLink in the alpha-beta model
+  (:mod:`aiinfra.comm.cost`); on the critical path, so all exposed. Sequence
+  parallelism turns each into a reduce-scatter and an all-gather of the same ring
+  cost.
+- context parallelism: ring attention passes the K and V blocks, b (T / cp)
+  (G / tp) d values each, cp - 1 times forward and twice that backward (the
+  gradients of K and V travel back); only what exceeds the layer's attention
+  compute is exposed.
+- pipeline sends: b (T / cp) h / tp activations (sequence-parallel shards) per
+  stage boundary; the fill and the drain, 2 (pp - 1) sends, are exposed.
+- data parallelism: the gradients of the rank's Psi / (pp tp) parameters over
+  the dp cp ranks. ZeRO 0-1 accumulate full gradients and reduce them once per
+  step (an all-reduce, or a reduce-scatter and an all-gather of the same ring
+  cost); ZeRO-2 keeps only a gradient shard, so it reduce-scatters after every
+  micro-batch and gathers the parameters once; ZeRO-3 also gathers the parameters
+  for every forward and backward (3 Psi per micro-batch; Rajbhandari et al.
+  2020). A fraction ``exposed`` of it is not hidden, and never less than its
+  excess over compute.
+
+A group's link is NVLink when the mesh (:mod:`aiinfra.plan.mesh`) keeps it inside a
+node, else the network (:data:`aiinfra.plan.job.INTER_NODE`). MFU divides the
+model's FLOPs (without recomputation) by the step time and the peak.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from aiinfra.comm.cost import (
+    LinkModel,
+    ring_all_gather_time,
+    ring_all_reduce_time,
+    ring_reduce_scatter_time,
+)
+from aiinfra.hardware import GPUS
+from aiinfra.memory.model_states import gradient_layout
+from aiinfra.models.config import TransformerConfig
+from aiinfra.models.flops import attention_flops_per_token, training_flops_per_token
+from aiinfra.models.params import count_parameters
+from aiinfra.plan.job import INTER_NODE, Job, Layout, intra_node_link
+from aiinfra.plan.mesh import MeshLayout
+
+BF16 = 2  # bytes per activation and per parameter
+
+
+@dataclass(frozen=True)
+class StepTime:
+    """Seconds of one step on one GPU, by term; their sum is the step.
+
+    Attributes:
+        compute: matmuls of the busiest stage, recomputation included.
+        bubble: pipeline fill and drain, idle.
+        tp: tensor-parallel all-reduces.
+        cp: context-parallel K/V transfers not hidden by attention.
+        pp: pipeline sends of the fill and the drain.
+        dp: data-parallel traffic not hidden by compute.
+        model_flops: the step's model FLOPs, all GPUs (no recomputation).
+        peak: the GPUs' dense BF16 FLOP/s, all GPUs.
+    """
+
+    compute: float
+    bubble: float
+    tp: float
+    cp: float
+    pp: float
+    dp: float
+    model_flops: float
+    peak: float
+
+    @property
+    def step(self) -> float:
+        """Seconds per step: the sum of the terms."""
+        return self.compute + self.bubble + self.tp + self.cp + self.pp + self.dp
+
+    @property
+    def mfu(self) -> float:
+        """Model FLOPs utilisation: model FLOP/s over peak FLOP/s."""
+        return self.model_flops / (self.step * self.peak)
+
+
+@functools.lru_cache(maxsize=4096)
+def _links(
+    n: int, dp: int, pp: int, cp: int, tp: int, per_node: int
+) -> dict[str, bool]:
+    """Whether each group of the layout crosses nodes (cached: 16K-GPU meshes).
+
+    TP never does: the mesh keeps it inside a node.
+    """
+    mesh = MeshLayout(dp, pp, cp, tp, gpus_per_node=min(per_node, n))
+    return {d: mesh.crosses_nodes(d) for d in ("pp", "cp", ("dp", "cp"))}
+
+
+@functools.lru_cache(maxsize=64)
+def _parameters(fields: tuple) -> int:
+    """Psi of the model with these fields (cached for a search)."""
+    return count_parameters(TransformerConfig(**dict(fields))).total
+
+
+def _link(job: Job, crosses: bool) -> LinkModel:
+    return INTER_NODE if crosses else intra_node_link(job.gpu)
+
+
+def _dp_time(job: Job, layout: Layout, link: LinkModel) -> float:
+    """Seconds of data-parallel traffic per step, before any overlap."""
+    shard = layout.dp * layout.cp
+    if shard == 1:
+        return 0.0
+    grad_bytes, _ = gradient_layout(job.grad_dtype)
+    params = _parameters(tuple(vars(job.model).items())) / (layout.pp * layout.tp)
+    grads = params * grad_bytes
+    m = layout.micro_batches(job)
+    if layout.zero < 2:  # full gradients accumulate; reduced once per step
+        return ring_all_reduce_time(grads, shard, link)
+    gather = ring_all_gather_time(params * BF16, shard, link)
+    scatter = ring_reduce_scatter_time(grads, shard, link)
+    if layout.zero == 2:  # gradients sharded: reduce-scatter every micro-batch
+        return m * scatter + gather
+    return m * (2 * gather + scatter)  # parameters gathered for F and for B
+
+
+def step_time(job: Job, layout: Layout) -> StepTime:
+    """Price one step of ``job`` laid out as ``layout``.
+
+    Args:
+        job: the job and the cost model's assumptions.
+        layout: a valid layout (see :mod:`aiinfra.plan.search`).
+
+    Returns:
+        The step's terms.
+    """
+    cfg, gpu = job.model, GPUS[job.gpu]
+    dp, tp, pp, cp, b = layout.dp, layout.tp, layout.pp, layout.cp, layout.micro_batch
+    m, layers = layout.micro_batches(job), layout.stage_layers(job)
+    crosses = _links(job.gpus, dp, pp, cp, tp, job.gpus_per_node)
+    rate = job.efficiency * gpu.bf16_flops  # achieved FLOP/s of one GPU
+
+    # region compute
+    per_token = training_flops_per_token(cfg, job.seq)
+    attention = attention_flops_per_token(cfg, job.seq)
+    head = 6 * cfg.vocab_size * cfg.d_model
+    extra = {"none": 0, "selective": attention / 3, "full": (per_token - head) / 3}
+    model_flops = per_token * job.global_batch
+    imbalance = pp * layers / cfg.n_layers  # the busiest stage's share
+    flops = (per_token + extra[layout.recompute]) * job.global_batch * imbalance
+    compute = flops / job.gpus / rate
+    bubble = compute * (pp - 1) / (layout.v * m)
+    # endregion
+
+    # region communication
+    tokens = b * job.seq // cp  # tokens of one micro-batch on one rank
+    n_tp = tokens * cfg.d_model * BF16  # the b (T / cp) h activations
+    reduces = 6 if layout.recompute == "full" else 4
+    t_tp = (
+        layers * m * reduces * ring_all_reduce_time(n_tp, tp, intra_node_link(job.gpu))
+    )
+
+    t_cp = 0.0
+    if cp > 1:
+        link = _link(job, crosses["cp"])
+        n_kv = 2 * tokens * (cfg.n_kv_heads // tp) * cfg.head_dim * BF16  # K and V
+        send = (cp - 1) * (link.alpha + n_kv * link.beta)
+        attn = attention / cfg.n_layers * tokens / tp / rate  # one layer's, F + B
+        exposed_f = max(0.0, send - attn / 3)  # forward: K, V around the ring
+        exposed_b = max(0.0, 2 * send - 2 * attn / 3)  # backward: and dK, dV
+        t_cp = layers * m * (exposed_f + exposed_b)
+
+    t_pp = 0.0
+    if pp > 1:
+        link = _link(job, crosses["pp"])
+        t_pp = 2 * (pp - 1) * (link.alpha + n_tp / tp * link.beta)
+
+    t_dp = _dp_time(job, layout, _link(job, crosses[("dp", "cp")]))
+    exposed = max(job.exposed * t_dp, t_dp - compute)
+    # endregion
+    return StepTime(
+        compute,
+        bubble,
+        t_tp,
+        t_cp,
+        t_pp,
+        exposed,
+        model_flops,
+        job.gpus * gpu.bf16_flops,
+    )

@@ -1,0 +1,87 @@
+"""Step time and MFU against hand-derived counts.
+
+Ground truths, derived here from the architecture and the published formulas, not
+from the package: training FLOPs 6 N + 12 L H d T per token (Kaplan et al. 2020;
+PaLM App. B) with N counted by hand from Llama 3 8B's shapes; the 1F1B bubble
+(p - 1) / m of the compute (Narayanan et al. 2021); Megatron's 4 all-reduces of
+b T h values per layer (Shoeybi et al. 2019) as ring all-reduces,
+2 (p - 1) alpha + 2 (p - 1) / p n beta + (p - 1) / p n gamma (Thakur et al.
+2005), on NVLink 4 at 450 GB/s per direction (half of 900 GB/s, FACTS.md) with
+the book's 1 us latency and 1 ps/B reduction cost.
+"""
+
+from __future__ import annotations
+
+import pytest
+from aiinfra.models.presets import preset
+from aiinfra.plan.cost import step_time
+from aiinfra.plan.job import Job, Layout
+
+H100_BF16 = 989e12  # dense, FACTS.md
+
+
+def _llama8b_matmul_params() -> int:
+    h, L, d, G, f, V = 4096, 32, 128, 8, 14336, 128256
+    layer = h * (h + 2 * G * d) + h * h + 3 * h * f  # q k v, o, SwiGLU
+    return L * layer + V * h  # and the output head
+
+
+def test_compute_term_is_six_n_plus_attention_at_the_stated_efficiency():
+    job = Job(preset("llama-3-8b"), "H100", 8, 2**20, 8192, efficiency=0.5)
+    t = step_time(job, Layout(dp=8, tp=1, pp=1, cp=1, zero=1, micro_batch=1))
+    per_token = 6 * _llama8b_matmul_params() + 12 * 32 * 32 * 128 * 8192
+    assert t.compute == pytest.approx(per_token * 2**20 / 8 / (0.5 * H100_BF16))
+    assert t.bubble == t.tp == t.cp == t.pp == 0
+    assert t.model_flops == per_token * 2**20
+    assert t.mfu == pytest.approx(t.model_flops / (t.step * 8 * H100_BF16))
+
+
+def test_bubble_is_p_minus_1_over_m_of_compute_and_interleaving_divides_it():
+    job = Job(preset("llama-3-8b"), "H100", 16, 2**20, 8192)  # 128 sequences
+    one = step_time(job, Layout(dp=2, tp=2, pp=4, cp=1, zero=1, micro_batch=4))
+    assert one.bubble == pytest.approx(one.compute * 3 / 16)  # m = 128 / (2 * 4)
+    two = step_time(job, Layout(dp=2, tp=2, pp=4, cp=1, zero=1, micro_batch=4, v=2))
+    assert two.bubble == pytest.approx(one.bubble / 2)
+
+
+def test_tp_term_is_four_ring_all_reduces_per_layer_and_micro_batch():
+    job = Job(preset("llama-3-8b"), "H100", 8, 2**20, 8192)  # 128 sequences
+    t = step_time(job, Layout(dp=2, tp=4, pp=1, cp=1, zero=1, micro_batch=2))
+    n = 2 * 8192 * 4096 * 2  # b T h bf16 bytes
+    ring = 2 * 3 * 1e-6 + 2 * 3 / 4 * n / 450e9 + 3 / 4 * n * 1e-12  # + n gamma
+    assert t.tp == pytest.approx(32 * 32 * 4 * ring)  # L layers, m = 32
+    full = step_time(
+        job, Layout(dp=2, tp=4, pp=1, cp=1, zero=1, micro_batch=2, recompute="full")
+    )
+    assert full.tp == pytest.approx(t.tp * 6 / 4)  # the second forward's two
+
+
+def test_pipeline_sends_cross_nodes_on_the_network():
+    job = Job(preset("llama-3-8b"), "H100", 16, 2**20, 8192)
+    t = step_time(job, Layout(dp=1, tp=8, pp=2, cp=1, zero=0, micro_batch=1))
+    n = 8192 * 4096 * 2 / 8  # one sequence's activations, sharded by SP
+    assert t.pp == pytest.approx(2 * (5e-6 + n / 50e9))  # ib400, fill and drain
+
+
+def test_zero3_moves_more_than_zero1_and_exposure_has_a_floor():
+    job = Job(preset("llama-3-8b"), "H100", 64, 2**20, 8192)
+    t1 = step_time(job, Layout(dp=64, tp=1, pp=1, cp=1, zero=1, micro_batch=1))
+    t3 = step_time(job, Layout(dp=64, tp=1, pp=1, cp=1, zero=3, micro_batch=1))
+    assert t3.dp > t1.dp > 0
+    lazy = Job(preset("llama-3-8b"), "H100", 64, 2**20, 8192, exposed=1.0)
+    assert step_time(lazy, Layout(64, 1, 1, 1, 1, 1)).dp == pytest.approx(t1.dp * 5)
+
+
+def test_ring_attention_is_exposed_only_beyond_the_attention_compute():
+    # Llama 3 8B, one sequence per micro-batch, cp = 16 over two nodes: the
+    # K and V blocks of 512 tokens x 8 KV heads x 128 travel 15 times on the
+    # network (5 us, 50 GB/s); one layer's attention is 12 H d T FLOPs per token.
+    job = Job(preset("llama-3-8b"), "H100", 16, 2**20, 8192)  # 128 sequences
+    t = step_time(job, Layout(dp=1, tp=1, pp=1, cp=16, zero=1, micro_batch=1))
+    send = 15 * (5e-6 + 2 * 512 * 8 * 128 * 2 / 50e9)
+    attention = 12 * 32 * 128 * 8192 * 512 / (0.6 * H100_BF16)  # forward + backward
+    per_layer = (send - attention / 3) + (2 * send - 2 * attention / 3)
+    assert t.cp == pytest.approx(32 * 128 * per_layer)  # L layers, m = 128
+    # Inside one node (cp = 8 on NVLink) the blocks hide behind attention.
+    inside = Job(preset("llama-3-8b"), "H100", 8, 2**20, 8192)
+    assert step_time(inside, Layout(1, 1, 1, 8, 1, 1)).cp == 0
