@@ -174,6 +174,9 @@ def build(
     """
     out.mkdir(parents=True, exist_ok=True)
     outputs = [(b, lang) for lang in langs for b in builders]
+    # Longest first: the source language's book (autodoc, every computation), then
+    # the decks, then the translations' books (no API pages: the shortest).
+    outputs.sort(key=lambda o: (o[0] == "html" and o[1] != LANGS[0], o[0] != "html"))
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(outputs)))
     t0 = time.perf_counter()
     times, failed = {}, []

@@ -58,6 +58,15 @@ class BookLinkRole(SphinxRole):
         return [node], []
 
 
+def counterpart(pagename: str, code: str) -> str:
+    """The page of edition ``code`` that matches ``pagename``: the same page, but
+    the API reference is English only, so a translation's counterpart of an API
+    page is its ``api/index`` (which links back to the English reference)."""
+    if pagename.startswith("api/") and pagename != "api/index" and code != "en":
+        return "api/index"
+    return pagename
+
+
 def page_context(
     app: Sphinx, pagename: str, templatename: str, context: dict, doctree: Any
 ) -> None:
@@ -69,7 +78,11 @@ def page_context(
     context["aiinfra_lang"] = lang
     # The other published editions, each named in its own language.
     context["aiinfra_other_langs"] = [
-        {"code": e.code, "name": e.name, "url": f"{up}{e.code}/{pagename}.html"}
+        {
+            "code": e.code,
+            "name": e.name,
+            "url": f"{up}{e.code}/{counterpart(pagename, e.code)}.html",
+        }
         for e in languages.others(pathlib.Path(app.srcdir), lang)
     ]
     context["aiinfra_slides_label"] = label("slides", lang)

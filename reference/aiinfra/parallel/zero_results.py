@@ -21,8 +21,10 @@ from aiinfra import results
 from aiinfra.clikit import require
 from aiinfra.memory.model_states import zero_model_states_bytes
 from aiinfra.parallel.zero_compare import WIDTHS, compare_losses
+from aiinfra.parallel.zero_memory import measure_zero
 from aiinfra.report import Table
 
+MEMORY_RANKS = 4  # the memory table's data-parallel ranks
 # The paper's example (Fig. 1): Psi = 7.5 B parameters on N = 64 GPUs (8 nodes of 8).
 # L: a hidden size of 4096 with GPT-2's 50,257-token embedding as the largest layer.
 EXAMPLE = {
@@ -81,6 +83,9 @@ def collect_zero_results(world_size: int = 2, n_steps: int = 6) -> dict[str, Any
         "config": {"widths": list(WIDTHS), "n_steps": n_steps, "batch": BATCH},
         "losses": compare_losses(world_size, WIDTHS, n_steps),
         "estimates": {"model": EXAMPLE, "deepspeed": deepspeed_estimates(**EXAMPLE)},
+        # Bytes each stage holds on rank 0 of 4 (zero.rst's table): measured here, so
+        # the book's build spawns no ranks.
+        "memory": measure_zero(MEMORY_RANKS),
     }
 
 
