@@ -1,12 +1,14 @@
-"""The rank side of the data-parallel and ZeRO tests: one spawn runs every check.
+"""The rank side of the parallelism tests: one spawn runs every check.
 
-Starting ranks costs seconds each (every rank imports torch), so ``test_ddp`` and
-``test_zero`` share one spawn of 4 gloo ranks, cached for the session: the checks run
-on the world (N = 4) and, side by side, on the pairs [0, 2] and [1, 3] (N = 2, group
-ranks differing from global ranks). The spawned function returns plain numbers and
-strings; the tests assert on them. The ZeRO checks live in :mod:`spawned_zero`.
-The NCCL tests (``test_nccl``) run the very same
-:func:`ddp_checks` and :func:`zero_checks` on the GPUs present: only the device that
+Starting ranks costs seconds each (every rank imports torch), so every test file of
+this folder that needs ranks shares one spawn of 4 gloo ranks, cached for the
+session: the checks run on the world (p = 4) and, side by side, on the pairs [0, 2]
+and [1, 3] (p = 2, group ranks differing from global ranks). The spawned function
+returns plain numbers and strings; the tests assert on them. The DDP checks live
+here, the ZeRO checks in :mod:`spawned_zero`, and the tensor-, pipeline- and
+context-parallel checks and the device mesh's next to their tests
+(:data:`MODEL_PARALLEL_CHECKS`). The NCCL tests (``test_nccl``) run the very same
+checks on the GPUs present: only the device that
 :func:`~aiinfra.distributed.rank_device` returns differs.
 """
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
 
 import torch
 import torch.distributed as dist
@@ -235,23 +238,44 @@ def bad_group_errors() -> dict:
     return errors
 
 
+# Checks that live next to their tests: (key, module, function). Each function takes
+# the group (None: the world) and returns plain numbers and strings.
+MODEL_PARALLEL_CHECKS = (
+    ("tp", "tests.parallel.test_tensor_parallel", "tensor_parallel_checks"),
+    (
+        "tpm",
+        "tests.parallel.test_tensor_parallel_model",
+        "tensor_parallel_model_checks",
+    ),
+    ("pp", "tests.parallel.test_pipeline", "pipeline_checks"),
+    ("cp", "tests.parallel.test_context_parallel", "context_parallel_checks"),
+    ("mesh", "tests.parallel.test_mesh", "mesh_checks"),
+)
+
+
+def _model_parallel_checks(group: dist.ProcessGroup | None) -> dict:
+    # Imported here: those test modules import this one for gloo_results.
+    out = {}
+    for key, module, function in MODEL_PARALLEL_CHECKS:
+        out[key] = getattr(importlib.import_module(module), function)(group)
+    return out
+
+
 def gloo_checks() -> dict:
     """Run on 4 gloo ranks: every check, on the world and on this rank's pair."""
     pairs = [dist.new_group([0, 2]), dist.new_group([1, 3])]
-    # Imported here: the test module imports this one for gloo_results.
-    from tests.parallel.test_tensor_parallel import tensor_parallel_checks
-
     out = {}
     for name, group in (("world", None), ("pair", pairs[dist.get_rank() % 2])):
         out[name] = {"ddp": ddp_checks(group), "zero": zero_checks(group)}
-        out[name]["tp"] = tensor_parallel_checks(group)
+        out[name].update(_model_parallel_checks(group))
     out["errors"] = bad_group_errors()
     return out
 
 
 def accelerator_checks() -> dict:
     """Run on the NCCL ranks: the same checks on the world only."""
-    return {"world": {"ddp": ddp_checks(None), "zero": zero_checks(None)}}
+    world = {"ddp": ddp_checks(None), "zero": zero_checks(None)}
+    return {"world": world | _model_parallel_checks(None)}
 
 
 def gloo_results() -> list[dict]:

@@ -66,3 +66,31 @@ def test_zero_over_nccl_sends_2_psi_for_stages_1_2_and_3_psi_for_stage_3(results
         assert m["paper_elements"] == times * m["psi_padded"]
         # Fig. 1 at Psi_pad with K = 12: the optimizer states are split N ways.
         assert m["bytes"]["optimizer"] == 12 * m["psi_padded"] // n
+
+
+@pytest.mark.parametrize("plan", ["tp", "tp+sp", "torch tp", "torch tp+sp"])
+def test_tensor_parallel_transformer_over_nccl_equals_the_full_model(results, plan):
+    # float64 on the GPU, the same weights as the one-process model on that GPU.
+    for r in results:
+        found = r["world"]["tpm"][plan]
+        assert found["loss"] < 1e-10
+        worst = max(found["grads"], key=found["grads"].get)
+        assert found["grads"][worst] < 1e-10, worst
+
+
+@pytest.mark.parametrize("name", ["GPipe", "1F1B", "interleaved 1F1B", "ZB-H1"])
+def test_pipeline_schedules_over_nccl_equal_the_unsplit_model(results, name):
+    for r in results:
+        check = r["world"]["pp"][name]
+        assert check["grad"] < 1e-10
+        assert check["loss"] is None or check["loss"] < 1e-10
+        assert check["peak"] == check["simulated_peak"]
+
+
+def test_ring_attention_and_ulysses_over_nccl_equal_full_attention(results):
+    for r in results:
+        cp = r["world"]["cp"]
+        for method in ("ring", "ulysses"):
+            for case, found in cp[method].items():
+                for key, diff in found["diffs"].items():
+                    assert diff < 1e-10, (method, case, key)

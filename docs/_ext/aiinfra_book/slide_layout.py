@@ -78,7 +78,8 @@ def speakable(node: nodes.Node) -> nodes.Node:
     for ref in list(node.findall(nodes.reference)):  # the speaker view is not a browser
         ref.replace_self(nodes.inline("", "", *ref.children))
     for target in list(node.findall(nodes.target)):
-        target.parent.remove(target)
+        if target.parent is not None:  # a bare target (a label) has none: no text
+            target.parent.remove(target)
     return node
 
 

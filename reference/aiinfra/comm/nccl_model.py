@@ -7,7 +7,7 @@ every rank is a leaf at least once (Sanders, Speck & Traff 2009), each carrying 
 data in small pipelined chunks; and where the switches can add (InfiniBand SHARP, NVLink
 SHARP in NVSwitch) each rank sends its n bytes up once and receives the sum once.
 Notation: n bytes per rank, p ranks, N nodes of p_node ranks (``local_size``), R NICs
-(rails) per node, lg = log2. Arguments are checked as in :mod:`.cost`.
+(rails) per node, lg = log2. Arguments are checked as in :mod:`aiinfra.comm.cost`.
 """
 
 from __future__ import annotations
