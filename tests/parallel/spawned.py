@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib
+from collections.abc import Callable
 
 import torch
 import torch.distributed as dist
@@ -218,7 +219,8 @@ def ddp_checks(group: dist.ProcessGroup | None) -> dict:
     return out
 
 
-def _errors(call) -> str | None:
+def value_error(call: Callable[[], object]) -> str | None:
+    """The message of the ValueError ``call()`` raises, or None if it raises none."""
     try:
         call()
     except ValueError as e:
@@ -231,10 +233,12 @@ def bad_group_errors() -> dict:
     rank = dist.get_rank()
     errors = {}
     only_rank0 = dist.new_group([0])  # every rank must call new_group
-    errors["not_a_member"] = _errors(lambda: NaiveDDP(mlp(WIDTHS), group=only_rank0))
+    errors["not_a_member"] = value_error(
+        lambda: NaiveDDP(mlp(WIDTHS), group=only_rank0)
+    )
     model = mlp(WIDTHS) if rank == 0 else nn.Linear(6, 3)
     for cls in (NaiveDDP, BucketedDDP):
-        errors[f"mismatch/{cls.__name__}"] = _errors(lambda cls=cls: cls(model))
+        errors[f"mismatch/{cls.__name__}"] = value_error(lambda cls=cls: cls(model))
     return errors
 
 

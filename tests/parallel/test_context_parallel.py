@@ -38,6 +38,7 @@ from aiinfra.parallel.ulysses import check_ulysses_inputs, ulysses_attention
 from aiinfra.parallel.zigzag import chunk_ids, shard_sequence, unshard_sequence
 
 from tests.parallel.spawned import gloo_results
+from tests.parallel.spawned import value_error as _error
 
 B, T, D = 1, 16, 4  # T divisible by 2p for p = 2 and 4
 RING_CASES = {  # name: (H, G, causal, layout)
@@ -126,14 +127,6 @@ def _ulysses_checks(group, device) -> dict:
         }
         out[name] = {"diffs": diffs, "log": log}
     return out
-
-
-def _error(call) -> str | None:
-    try:
-        call()
-    except ValueError as e:
-        return str(e)
-    return None
 
 
 def _error_checks(group, device) -> dict:

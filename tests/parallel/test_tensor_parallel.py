@@ -32,6 +32,7 @@ from aiinfra.parallel.tensor_parallel_ops import shard_size, split_sequence
 from torch import nn
 
 from tests.parallel.spawned import gloo_results
+from tests.parallel.spawned import value_error as _error
 
 B, T, H, D_FF = 2, 4, 8, 16  # b T h = 64 activations, 8 bytes each in float64
 GROUPS = {"world": 4, "pair": 2}
@@ -126,14 +127,6 @@ def _mlp_checks(group, device, sequence_parallel: bool) -> dict:
         tp.w2.weight.grad, _chunk(full.w2.weight.grad, 1, rank, n)
     )
     return {"diffs": out, "log": log, "paper_bytes": tp.comm.paper_bytes()}
-
-
-def _error(call) -> str | None:
-    try:
-        call()
-    except ValueError as e:
-        return str(e)
-    return None
 
 
 def _error_checks(group) -> dict:

@@ -40,6 +40,7 @@ from aiinfra.plan.mesh import MeshLayout
 from torch.distributed.tensor.parallel import loss_parallel
 
 from tests.parallel.spawned import gloo_results
+from tests.parallel.spawned import value_error as _error
 
 B, T = 2, 8
 CONFIG = {  # H = 8 query heads sharing G = 4 KV heads (GQA); d = 4, h = 32
@@ -134,14 +135,6 @@ def _torch_checks(group, device, plan: str) -> dict:
         grad = grad.full_tensor() if hasattr(grad, "full_tensor") else grad
         grads[name] = (grad - ref.grad).abs().max().item()
     return {"loss": abs(loss.item() - ref_loss), "grads": grads}
-
-
-def _error(call) -> str | None:
-    try:
-        call()
-    except ValueError as e:
-        return str(e)
-    return None
 
 
 def _error_checks(group, device) -> dict:

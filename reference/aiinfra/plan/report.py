@@ -21,7 +21,7 @@ COLUMNS = [
     "cp",
     "ZeRO",
     "b",
-    "m",
+    "k",
     "v",
     "recompute",
     "GB/GPU",
