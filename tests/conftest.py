@@ -2,6 +2,7 @@
 
 import os
 import pathlib
+import sys
 import tempfile
 
 import torch  # noqa: E402 - torch itself does not import triton
@@ -22,9 +23,28 @@ import pytest  # noqa: E402
 
 
 def pytest_collection_modifyitems(config, items):
+    # Tests of the built site run last, while the site builds in the background.
+    on_site = [i for i in items if "site" in getattr(i, "fixturenames", ())]
+    others = [i for i in items if "site" not in getattr(i, "fixturenames", ())]
+    items[:] = others + on_site
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU; none is present")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def pytest_collection_finish(session):
+    # The tests that will run (after -k/-m): start the site's build if one needs it.
+    needs_site = any("site" in getattr(i, "fixturenames", ()) for i in session.items)
+    if needs_site and not session.config.option.collectonly:
+        from tests.book.conftest import start_site_build
+
+        start_site_build()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    book = sys.modules.get("tests.book.conftest")
+    if book is not None:  # a build still running (the run stopped early) is ended
+        book.stop_site_build()

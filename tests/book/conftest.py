@@ -8,6 +8,8 @@ import http.server
 import importlib.util
 import os
 import pathlib
+import signal
+import subprocess
 import sys
 import threading
 
@@ -45,17 +47,62 @@ def book_tool():
     return _load_book_tool()
 
 
+def reuse_site() -> bool:
+    """``AIINFRA_REUSE_SITE=1`` and a built site: check it instead of building."""
+    return (
+        os.environ.get("AIINFRA_REUSE_SITE") == "1" and (SITE / "index.html").exists()
+    )
+
+
+_BACKGROUND: dict[str, object] = {}
+
+
+def start_site_build() -> None:
+    """Start the fresh build of the site in another process, once per run.
+
+    ``tests/conftest.py`` calls it when the run holds tests of the built site and
+    orders those tests last: the build (CPU-bound, two processes) then runs beside
+    the rest of the suite, much of which waits on one core, on spawned ranks or on
+    a subprocess, instead of before it.
+    """
+    if "proc" in _BACKGROUND or reuse_site():
+        return
+    log = open(ROOT / ".tmp" / "site-build.log", "w+", encoding="utf-8")  # noqa: SIM115
+    cmd = [sys.executable, str(ROOT / "tools" / "book.py"), "build", "--fresh"]
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    _BACKGROUND.update(proc=proc, log=log)
+
+
+def stop_site_build() -> None:
+    """End a background build still running (a run stopped before its site tests),
+    with the sphinx-build processes it started."""
+    proc = _BACKGROUND.get("proc")
+    if proc is not None and proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=60)
+
+
 @pytest.fixture(scope="session")
 def site(book_tool) -> pathlib.Path:
     """Build every edition (book and decks, en and zh_CN) with -W, once per run,
-    fresh (-E) as CI builds it.
+    fresh (-E) as CI builds it (in the background if :func:`start_site_build` ran).
 
     ``AIINFRA_REUSE_SITE=1`` checks the site already built in ``build/site`` instead
     (a quicker loop while writing; CI never sets it).
     """
-    if os.environ.get("AIINFRA_REUSE_SITE") == "1" and (SITE / "index.html").exists():
+    if reuse_site():
         return SITE
-    book_tool.build(SITE, fresh=True)  # raises SystemExit on any warning
+    if "proc" not in _BACKGROUND:
+        book_tool.build(SITE, fresh=True)  # raises SystemExit on any warning
+        return SITE
+    proc, log = _BACKGROUND["proc"], _BACKGROUND["log"]
+    returncode = proc.wait(timeout=1800)
+    log.seek(0)
+    output = log.read()
+    if returncode:
+        pytest.fail(f"the site build failed (exit {returncode}):\n{output}")
     return SITE
 
 
