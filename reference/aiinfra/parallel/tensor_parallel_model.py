@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import fnmatch
 
-import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -245,9 +244,3 @@ class TensorParallelTransformer(nn.Module):
         if targets is None:
             return logits
         return vocab_parallel_cross_entropy(logits, targets, self.comm).mean()
-
-
-def full_logits_bytes(model: TensorParallelTransformer, tokens: Tensor) -> int:
-    """Bytes of the whole ``(b, T, V)`` logits, which no rank ever holds."""
-    V = model.head_weight.shape[0] * model.comm.world_size
-    return tokens.numel() * V * torch.finfo(model.head_weight.dtype).bits // 8
