@@ -19,7 +19,17 @@ _TMP.mkdir(exist_ok=True)
 os.environ["TMPDIR"] = str(_TMP)
 tempfile.tempdir = str(_TMP)
 
+import aiinfra.distributed  # noqa: E402
 import pytest  # noqa: E402
+
+# Ranks fork from a server that imports aiinfra.distributed.PRELOAD once: add pytest
+# and the modules whose functions the shared spawns run, so no rank imports them.
+aiinfra.distributed.PRELOAD += (
+    "pytest",
+    "tests.parallel.spawned",
+    "tests.parallel.test_three_d",
+    "tests.comm.collective_checks",
+)
 
 
 def pytest_collection_modifyitems(config, items):

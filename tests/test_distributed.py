@@ -1,10 +1,13 @@
 """The launcher: results in rank order, a failing rank named at once, hangs timed out.
 
-Every test here that starts ranks is ``slow`` (a spawned rank imports torch, seconds
-on a loaded machine); the argument checks run before anything is spawned.
+Every test here that starts ranks is ``slow``; the argument checks run before
+anything is started. Ranks fork from a fork server that imported torch once: each
+rank still sees the caller's environment and folder of the moment, not the server's.
 """
 
+import os
 import re
+import sys
 import time
 
 import pytest
@@ -30,6 +33,10 @@ def _rank_one_fails_while_the_others_wait_in_all_reduce():
         raise ValueError(f"boom on rank one at {time.time()!r}")
     dist.all_reduce(torch.ones(1))  # never completes: rank 1 never joins
     return dist.get_rank()
+
+
+def _environment():
+    return os.environ.get("AIINFRA_TEST_MARK"), os.getcwd(), "torch" in sys.modules
 
 
 def _deadlock():
@@ -61,6 +68,21 @@ def test_a_failing_rank_is_named_and_its_blocked_peers_killed_at_once():
 
 
 @pytest.mark.slow
+@pytest.mark.slow
+def test_ranks_see_the_callers_environment_and_folder_of_the_moment(
+    monkeypatch, tmp_path
+):
+    run_distributed(_rank_and_sum, 1, timeout=60)  # the fork server is up before
+    monkeypatch.setenv("AIINFRA_TEST_MARK", "set after the server started")
+    monkeypatch.chdir(tmp_path)
+    started = time.monotonic()
+    out = run_distributed(_environment, 2, timeout=60)
+    assert out == [("set after the server started", str(tmp_path), True)] * 2
+    # Forked from a server that imported torch: no rank imports it again (a
+    # spawned rank takes seconds of CPU for that alone).
+    assert time.monotonic() - started < 3.0
+
+
 def test_run_distributed_turns_a_hang_into_timeout_error():
     start = time.monotonic()
     with pytest.raises(TimeoutError, match=r"ranks \[0, 1\] of 2 still running"):
