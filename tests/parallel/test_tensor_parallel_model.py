@@ -323,6 +323,10 @@ def test_only_llama_family_models_are_split():
     gpt = _model(CONFIG | {"mlp": "gelu", "position": "learned", "norm": "layernorm"})
     with pytest.raises(ValueError, match="model must use GQA attention, a SwiGLU"):
         check_plan(gpt, MEGATRON_PLAN)
+    with pytest.raises(TypeError, match="model must be an aiinfra Transformer, got"):
+        TensorParallelTransformer(torch.nn.Linear(4, 4), MEGATRON_PLAN)
+    with pytest.raises(TypeError, match="plan must be a dict, got list"):
+        check_plan(_model(CONFIG), list(MEGATRON_PLAN))
 
 
 def test_heads_and_vocabulary_split_only_when_divisible():

@@ -96,10 +96,18 @@ def check_plan(model: Transformer, plan: dict[str, str]) -> bool:
     """Validate ``plan`` for ``model``; returns whether it is sequence parallel.
 
     Raises:
+        TypeError: ``model`` is not the package's
+            :class:`~aiinfra.models.transformer.Transformer`, or ``plan`` not a dict.
         ValueError: the model is not a Llama-family Transformer (SwiGLU, GQA, RoPE),
             or the plan is not Megatron's layout (with or without sequence
             parallelism for every norm).
     """
+    if not isinstance(model, Transformer):
+        raise TypeError(
+            f"model must be an aiinfra Transformer, got {type(model).__name__}"
+        )
+    if not isinstance(plan, dict):
+        raise TypeError(f"plan must be a dict, got {type(plan).__name__}")
     c = model.config
     if c.is_mla or c.mlp != "swiglu" or c.position != "rope":
         raise ValueError(
