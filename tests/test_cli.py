@@ -259,4 +259,4 @@ def test_chapter_commands_are_found_without_a_list():
     n_commands = sum(
         len(importlib.import_module(m).COMMANDS) for m in cli.chapter_clis()
     )
-    assert len(cli.commands()) == n_commands == 7  # plan is the seventh
+    assert len(cli.commands()) == n_commands == 9  # bench moe, scaling: 8th, 9th

@@ -92,6 +92,8 @@ KINDS: dict[str, Kind] = {
             "cuda": ("--device", "cuda", "--head-dim", "128"),  # bf16, N 1K-16K
         },
     ),
+    # Token loop, masked per-expert loop and grouped experts (moe.rst): CPU only.
+    "moe": Kind("moe", ("aiinfra", "bench", "moe"), {"cpu": ()}),
 }
 CPU_BACKENDS = ("gloo", "cpu")
 # What ``nox -s gpu`` measures on one GPU (collectives need a node of several).

@@ -162,13 +162,19 @@ def test_bad_checkpoints_raise_errors_naming_the_cause(
         Transformer.from_pretrained(edited(llama_dir, tmp_path, config, tensors))
 
 
-def test_deepseek_moe_layers_are_refused(tmp_path):
+def test_moe_layers_without_their_tensors_are_refused(tmp_path):
+    # MoE checkpoints load (tests/models/test_transformer.py); a dense checkpoint
+    # whose config announces experts lacks their tensors, or their fields.
     class_name, overrides = VARIANTS["deepseek-v2-full-rank-q"]
     tiny_hf_model(class_name, **overrides).save_pretrained(tmp_path)
     hf = json.loads((tmp_path / "config.json").read_text())
     hf["first_k_dense_replace"] = 1  # layer 1 would be a mixture of experts
     (tmp_path / "config.json").write_text(json.dumps(hf))
-    with pytest.raises(ValueError, match=r"'first_k_dense_replace' is 1 < num_hidden"):
+    with pytest.raises(ValueError, match="'num_experts_per_tok' is missing"):
+        Transformer.from_pretrained(tmp_path)
+    hf["num_experts_per_tok"] = 2
+    (tmp_path / "config.json").write_text(json.dumps(hf))
+    with pytest.raises(ValueError, match="lacks tensor 'model.layers.1.mlp.gate"):
         Transformer.from_pretrained(tmp_path)
 
 

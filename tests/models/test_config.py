@@ -173,8 +173,10 @@ def test_presets_carry_each_family_s_layer_choices():
     assert gpt3.max_seq_len == 2048 and gpt3.d_ff == 4 * 12288 and gpt3.tie_embeddings
 
 
-def test_only_the_deepseek_presets_are_mixture_of_experts():
-    assert [n for n in PRESETS if is_moe(PRESETS[n])] == ["deepseek-v2", "deepseek-v3"]
+def test_only_the_expert_presets_are_mixture_of_experts():
+    moe = ["deepseek-v2", "deepseek-v3", "mixtral-8x7b", "qwen1.5-moe-a2.7b"]
+    assert [n for n in PRESETS if is_moe(PRESETS[n])] == moe
+    assert [n for n in PRESETS if preset(n).is_moe] == moe
     assert "deepseek-v3" not in DENSE_PRESETS and "gpt2" in DENSE_PRESETS
     assert not is_moe({"num_experts": None, "num_local_experts": 0})
     assert is_moe({"num_local_experts": 8})  # Mixtral 8x7B

@@ -44,6 +44,7 @@ def test_capacity_is_the_even_share_times_the_factor_rounded_up():
         ({"n_groups": 4, "topk_groups": 5}, r"topk_groups \(5\) must be <= n_groups"),
         ({"n_groups": 4, "topk_groups": 1, "top_k": 3}, "hold fewer than top_k"),
         ({"d_shared": 32}, "d_shared is given but n_shared is 0"),
+        ({"shared_gate": True}, "shared_gate is True but n_shared is 0"),
         ({"capacity_factor": 0.0}, "capacity_factor must be > 0 or None"),
         ({"routed_scale": -1.0}, "routed_scale must be > 0"),
         ({"norm_topk": 1}, "norm_topk must be a bool"),

@@ -17,14 +17,8 @@ transformers = pytest.importorskip("transformers")
 
 
 def hf_model(fields: dict) -> torch.nn.Module:
-    """transformers' causal LM for a config.json, built on the meta device.
-
-    Mixture-of-experts layers are turned dense (``first_k_dense_replace`` = all
-    layers), the layout ``from_hf_config`` reads.
-    """
+    """transformers' causal LM for a config.json, built on the meta device."""
     kwargs = {k: v for k, v in fields.items() if k[0] != "_" and k != "model_type"}
-    if "first_k_dense_replace" in kwargs:
-        kwargs["first_k_dense_replace"] = kwargs["num_hidden_layers"]
     config = transformers.AutoConfig.for_model(fields["model_type"], **kwargs)
     with torch.device("meta"):
         return transformers.AutoModelForCausalLM.from_config(config)
@@ -76,7 +70,7 @@ def test_gpt3_175b_is_175_billion():
 
 @pytest.mark.parametrize("name", PRESETS)
 def test_every_preset_by_part_equals_transformers_model(name):
-    # DeepSeek counts as all-dense: MoE layers are not modelled.
+    # The MoE presets too: router, experts and shared experts count as "mlp".
     p = count_parameters(preset(name))
     assert dataclasses.asdict(p) == parts_of(hf_model(PRESETS[name]))
 

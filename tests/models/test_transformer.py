@@ -3,11 +3,13 @@
 import pytest
 import torch
 import torch.nn.functional as F
+from aiinfra.models.checkpoint_check import FAMILIES, tiny_hf_model
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.layers import GeluMLP
 from aiinfra.models.mla import MultiHeadLatentAttention
 from aiinfra.models.transformer import Transformer, generate_greedy
 
+MLA = FAMILIES["DeepSeek-V3"][1]
 GPT = {"norm": "layernorm", "mlp": "gelu", "position": "learned", "bias": True}
 CONFIGS = {
     "gqa": TransformerConfig(n_kv_heads=2, max_seq_len=16),
@@ -16,6 +18,9 @@ CONFIGS = {
     ),
     "window": TransformerConfig(n_kv_heads=2, sliding_window=4, max_seq_len=16),
     "gpt": TransformerConfig(max_seq_len=16, d_ff=256, **GPT),
+    "moe": TransformerConfig(
+        n_kv_heads=2, max_seq_len=16, n_experts=4, top_k=2, d_expert=32, n_shared=1
+    ),
 }
 
 
@@ -136,3 +141,61 @@ def test_bad_inputs_are_rejected():
         make("gpt")(torch.zeros(1, 17, dtype=torch.long))
     with pytest.raises(ValueError, match="max_new_tokens must be >= 1"):
         generate_greedy(model, torch.zeros(1, 3, dtype=torch.long), 0)
+
+
+# Tiny MoE models of transformers (an independent implementation), weights drawn at
+# random and saved in the Hub's layout (one matrix per expert), loaded back here.
+_EXPERTS = {"num_experts_per_tok": 2, "moe_intermediate_size": 32}
+_DEEPSEEK = {
+    **MLA,
+    **_EXPERTS,
+    "q_lora_rank": 24,
+    "first_k_dense_replace": 1,
+    "n_routed_experts": 8,
+    "n_shared_experts": 1,
+    "n_group": 4,
+    "topk_group": 2,
+}
+MOE_VARIANTS = {
+    "mixtral": (
+        "MixtralForCausalLM",
+        {"num_local_experts": 4, "num_key_value_heads": 2},
+    ),
+    "qwen2-moe": (
+        "Qwen2MoeForCausalLM",
+        {
+            **_EXPERTS,
+            "num_experts": 6,
+            "shared_expert_intermediate_size": 48,
+            "num_key_value_heads": 4,  # Qwen2MoeConfig's default is 16
+        },
+    ),
+    "deepseek-v2-groups": (
+        "DeepseekV2ForCausalLM",
+        {
+            **_DEEPSEEK,
+            "topk_method": "group_limited_greedy",
+            "routed_scaling_factor": 2.0,
+        },
+    ),
+    "deepseek-v3": ("DeepseekV3ForCausalLM", _DEEPSEEK),
+}
+
+
+@pytest.mark.parametrize("name", MOE_VARIANTS)
+def test_moe_transformer_equals_transformers_model(name, tmp_path):
+    class_name, overrides = MOE_VARIANTS[name]
+    hf_model = tiny_hf_model(class_name, **overrides)
+    generator = torch.Generator().manual_seed(1)
+    for buffer_name, b in hf_model.named_buffers():  # V3's balancing bias b
+        if buffer_name.endswith("e_score_correction_bias"):
+            b.copy_(0.1 * torch.randn(b.shape, generator=generator))
+    hf_model.save_pretrained(tmp_path)
+    model = Transformer.from_pretrained(tmp_path)
+    assert model.config.is_moe_layer(0) != name.startswith("deepseek")  # dense first
+    prompt = torch.randint(128, (2, 12), generator=generator)
+    with torch.no_grad():
+        expected = hf_model(prompt).logits  # (B, T, V)
+        torch.testing.assert_close(model(prompt), expected, atol=1e-5, rtol=0)
+    tokens = hf_model.generate(prompt, do_sample=False, max_new_tokens=4)
+    assert torch.equal(generate_greedy(model, prompt, 4), tokens)

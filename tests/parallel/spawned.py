@@ -254,6 +254,7 @@ MODEL_PARALLEL_CHECKS = (
     ("pp", "tests.parallel.test_pipeline", "pipeline_checks"),
     ("cp", "tests.parallel.test_context_parallel", "context_parallel_checks"),
     ("mesh", "tests.parallel.test_mesh", "mesh_checks"),
+    ("ep", "tests.models.test_expert_parallel", "expert_parallel_checks"),
 )
 
 

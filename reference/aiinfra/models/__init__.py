@@ -16,6 +16,14 @@ Hugging Face checkpoint, with the RoPE permutation) and
 :mod:`~aiinfra.models.flash_attention` (tiled attention in PyTorch),
 :mod:`~aiinfra.models.flash_triton` and :mod:`~aiinfra.models.flash_triton_backward`
 (the Triton kernels), :mod:`~aiinfra.models.attention_memory` (measured memory),
-:mod:`~aiinfra.models.bench` (the attention benchmark) and
-:mod:`~aiinfra.models.cli` (``aiinfra bench attention``).
+:mod:`~aiinfra.models.bench` (the attention benchmark); mixture of experts:
+:mod:`~aiinfra.models.moe_spec` (a layer's shape as data),
+:mod:`~aiinfra.models.hf_moe_config` (its ``config.json`` fields),
+:mod:`~aiinfra.models.moe` (router, top-K, groups, capacity, shared experts),
+:mod:`~aiinfra.models.moe_balance` and :mod:`~aiinfra.models.moe_train` (balancing),
+:mod:`~aiinfra.models.moe_grouped` and :mod:`~aiinfra.models.moe_bench` (the
+sorted-by-expert computation and its timing), :mod:`~aiinfra.models.expert_parallel`,
+:mod:`~aiinfra.models.expert_parallel_comm` and
+:mod:`~aiinfra.models.expert_parallel_cost` (experts over ranks, all-to-all); and
+:mod:`~aiinfra.models.cli` (``aiinfra bench attention``, ``aiinfra bench moe``).
 """

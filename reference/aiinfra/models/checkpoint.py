@@ -3,11 +3,12 @@
 A model on the Hugging Face Hub is a directory: ``config.json``, read by
 :meth:`TransformerConfig.from_hf_config`, and the tensors in safetensors files, one
 ``model.safetensors`` or shards listed in ``model.safetensors.index.json``. The
-Llama, Mistral and Qwen2 families load, DeepSeek-V2/V3 when every layer is dense
-(their MoE layers are not modelled), and GPT-2. The tensors are renamed, split and
-permuted by :mod:`~aiinfra.models.hf_weights`, then assigned to a model built on the
-``meta`` device, so no memory is spent on a random initialization. Nothing is
-downloaded: the directory must be on disk.
+Llama, Mistral and Qwen2 families load, their mixture-of-experts kin Mixtral and
+Qwen2-MoE, DeepSeek-V2/V3 (MLA, and experts after the first dense layers), and
+GPT-2. The tensors are renamed, split and permuted by
+:mod:`~aiinfra.models.hf_weights`, then assigned to a model built on the ``meta``
+device, so no memory is spent on a random initialization. Nothing is downloaded:
+the directory must be on disk.
 """
 
 from __future__ import annotations
@@ -28,9 +29,8 @@ from aiinfra.models.hf_weights import ROTATE_HALF, convert_state_dict
 from aiinfra.models.layers import RotaryEmbedding
 from aiinfra.models.transformer import Transformer
 
-DEEPSEEK = ("deepseek_v2", "deepseek_v3")  # MLA; dense layers only
+DEEPSEEK = ("deepseek_v2", "deepseek_v3")  # MLA, and experts
 MODEL_TYPES = (*ROTATE_HALF, *DEEPSEEK, "gpt2")
-_FIRST_DENSE_DEFAULT = {"deepseek_v2": 0, "deepseek_v3": 3}  # Hugging Face's defaults
 _GPT2_GELU = ("gelu_new", "gelu_pytorch_tanh", "gelu_fast")  # the tanh form
 
 
@@ -38,24 +38,15 @@ def check_modelled(hf: Mapping[str, Any]) -> None:
     """Refuse, by name, a checkpoint config whose computation is not modelled here.
 
     Raises:
-        ValueError: an unknown ``model_type``, DeepSeek MoE layers (a
-            ``first_k_dense_replace`` below ``num_hidden_layers`` with routed
-            experts), or GPT-2 attention or activation variants.
+        ValueError: an unknown ``model_type``, or GPT-2 attention or activation
+            variants. (MoE variants are refused by
+            :func:`~aiinfra.models.hf_moe_config.moe_kwargs`.)
     """
     kind = hf.get("model_type")
     if kind not in MODEL_TYPES:
         raise ValueError(
             f"config field 'model_type' is {kind!r}; loadable: {MODEL_TYPES}"
         )
-    if kind in DEEPSEEK and hf.get("n_routed_experts"):
-        first_dense = hf.get("first_k_dense_replace", _FIRST_DENSE_DEFAULT[kind])
-        if first_dense < hf.get("num_hidden_layers", 0):
-            raise ValueError(
-                f"config field 'first_k_dense_replace' is {first_dense} < "
-                f"num_hidden_layers ({hf['num_hidden_layers']}) with n_routed_experts"
-                f" = {hf['n_routed_experts']}: layers {first_dense} and up are MoE, "
-                "which this package does not model (only dense layers load)"
-            )
     if kind == "gpt2":
         if hf.get("activation_function", "gelu_new") not in _GPT2_GELU:
             raise ValueError(

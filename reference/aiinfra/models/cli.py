@@ -1,4 +1,4 @@
-r"""The models chapter's command: ``aiinfra bench attention``.
+r"""The models chapter's commands: ``aiinfra bench attention`` and ``bench moe``.
 
 Times standard, tiled (PyTorch), Triton and SDPA attention over sequence lengths
 (:mod:`aiinfra.models.bench`); with ``--out`` the rows are stored as a stamped
@@ -6,6 +6,10 @@ results file (:mod:`aiinfra.results`, kind ``attention``)::
 
     aiinfra bench attention --device cuda --causal --head-dim 128 \\
         --passes forward,forward+backward --impl triton sdpa --out attention.json
+
+``aiinfra bench moe`` times the token loop, the masked per-expert loop and the
+grouped expert computation of a MoE layer (:mod:`aiinfra.models.moe_bench`) and
+stamps them into ``docs/_data/bench/moe-cpu.json`` (or ``--out``).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import sys
 
 from aiinfra import results
 from aiinfra.clikit import Command, int_at_least, names
-from aiinfra.models import bench
+from aiinfra.models import bench, moe_bench
 
 
 def add_bench_attention(parser: argparse.ArgumentParser) -> None:
@@ -84,6 +88,46 @@ def run_bench_attention(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_bench_moe(parser: argparse.ArgumentParser) -> None:
+    """Flags of ``aiinfra bench moe``."""
+    add = parser.add_argument
+    d = moe_bench.MoEBenchConfig()
+    add("--tokens", type=int_at_least(1), nargs="+", metavar="T", help="batch sizes")
+    add("--d-model", type=int_at_least(1), default=d.d_model, help="hidden width h")
+    add("--experts", type=int_at_least(1), default=d.n_experts, help="experts E")
+    add("--top-k", type=int_at_least(1), default=d.top_k, help="experts per token K")
+    add("--d-expert", type=int_at_least(1), default=d.d_expert, help="expert width")
+    add("--repeats", type=int_at_least(1), default=d.repeats, help="timed runs")
+    add("--threads", type=int_at_least(1), default=d.threads, help="torch threads")
+    add("--out", help="write the stamped JSON here (default: the book's file)")
+    add("--no-write", action="store_true", help="print only, write no file")
+    add("--json", action="store_true", help="print JSON, not text")
+
+
+def run_bench_moe(args: argparse.Namespace) -> int:
+    """Time the three expert computations; print a table and stamp the file."""
+    default = moe_bench.MoEBenchConfig()
+    cfg = moe_bench.MoEBenchConfig(
+        tokens=tuple(args.tokens) if args.tokens else default.tokens,
+        d_model=args.d_model,
+        n_experts=args.experts,
+        top_k=args.top_k,
+        d_expert=args.d_expert,
+        repeats=args.repeats,
+        threads=args.threads,
+    )
+    res = moe_bench.run_bench(cfg)
+    if not args.no_write:
+        path = moe_bench.write(res, args.out)
+        print(f"wrote {path}", file=sys.stderr)
+        res = moe_bench.load(path)
+    else:
+        res = {"stamp": results.machine_stamp(1, "cpu"), **res}
+    table = moe_bench.moe_bench_table(res)
+    print(table.to_json() if args.json else table.to_text())
+    return 0
+
+
 COMMANDS = (
     Command(
         "bench",
@@ -91,5 +135,12 @@ COMMANDS = (
         "time and memory of naive, tiled, Triton and SDPA attention",
         add_bench_attention,
         run_bench_attention,
+    ),
+    Command(
+        "bench",
+        "moe",
+        "token loop, masked per-expert loop and grouped MoE experts on the CPU",
+        add_bench_moe,
+        run_bench_moe,
     ),
 )

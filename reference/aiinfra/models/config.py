@@ -9,8 +9,13 @@ with multi-head latent attention (DeepSeek-V2, Sec. 2.1) add the latent widths
 ``rope_head_dim`` (d_h^R). A few switches say which pieces a layer is built from: the
 Llama family (RMSNorm, SwiGLU, RoPE, no biases; Qwen2 adds query/key/value biases;
 Mistral a sliding window) or the GPT-2/GPT-3 family (LayerNorm, a GELU MLP, learned
-positions, biases everywhere). :meth:`TransformerConfig.from_hf_config` maps the
-Hugging Face names onto these (:mod:`aiinfra.models.hf_config`) and rejects a missing
+positions, biases everywhere). Mixture-of-experts models (Mixtral, Qwen-MoE,
+DeepSeek-V2/V3) replace the MLP of every layer after the first ``first_dense_layers``
+by ``E`` routed SwiGLU experts of width ``d_e``, ``K`` per token, plus ``E_s`` shared
+ones; the routing switches are those of :class:`~aiinfra.models.moe_spec.MoESpec`,
+under the same names. :meth:`TransformerConfig.from_hf_config` maps the
+Hugging Face names onto these (:mod:`aiinfra.models.hf_config`,
+:mod:`aiinfra.models.hf_moe_config`) and rejects a missing
 or malformed field, or one this package does not model, by name. The configs of
 released models are in :mod:`aiinfra.models.presets`.
 """
@@ -19,10 +24,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
-from aiinfra.models import hf_config
+from aiinfra.models import hf_config, hf_moe_config
+from aiinfra.models.moe_spec import MoESpec
 
 NORMS = ("rmsnorm", "layernorm")
 MLPS = ("swiglu", "gelu")
@@ -39,7 +45,9 @@ class TransformerConfig:
     Raises:
         ValueError: a size is not a positive integer, ``n_heads`` is not divisible by
             ``n_kv_heads``, ``d_model`` by ``n_heads`` (when ``head_dim`` is not
-            given), a RoPE width is odd, or a switch has an unknown value.
+            given), a RoPE width is odd, a switch has an unknown value, or a
+            mixture-of-experts field is out of range (:class:`MoESpec` names it),
+            set without ``n_experts``, or combined with a GELU MLP or biases.
     """
 
     vocab_size: int = 256  # one token per byte: no tokenizer needed in examples
@@ -62,6 +70,21 @@ class TransformerConfig:
     bias: bool = False  # every linear layer has a bias (GPT-2/3)
     qkv_bias: bool = False  # the query, key and value projections have biases (Qwen2)
     sliding_window: int = 0  # a query sees this many latest keys (Mistral); 0: all
+    # Mixture of experts: the fields of MoESpec, same names; n_experts = 0 is dense.
+    n_experts: int = 0  # E routed experts per MoE layer; 0: every MLP is dense
+    top_k: int = 0  # K routed experts per token (not a sampling top-k)
+    d_expert: int = 0  # d_e, each routed expert's SwiGLU width (d_ff stays dense)
+    n_shared: int = 0  # E_s shared experts every token passes through (DeepSeekMoE)
+    d_shared: int | None = None  # their joint width; None: n_shared * d_expert
+    shared_gate: bool = False  # shared output scaled by sigmoid(w^T x) (Qwen-MoE)
+    router: str = "softmax"  # or "sigmoid" of each logit (DeepSeek-V3)
+    norm_topk: bool = True  # the K gate weights are divided by their sum
+    routed_scale: float = 1.0  # DeepSeek's routed_scaling_factor
+    n_groups: int = 1  # expert groups of group-limited routing (1: no limit)
+    topk_groups: int = 1  # a token's experts come from this many groups
+    group_score: str = "max"  # group rank: "max" (DeepSeek-V2) or "top2" (V3)
+    capacity_factor: float | None = None  # None: experts take every token
+    first_dense_layers: int = 0  # DeepSeek's first_k_dense_replace: dense, then MoE
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "d_model", "n_layers", "n_heads", "d_ff"):
@@ -114,6 +137,63 @@ class TransformerConfig:
                 f"rope_theta and norm_eps must be > 0, got {self.rope_theta}, "
                 f"{self.norm_eps}"
             )
+        self._check_moe()
+
+    def _check_moe(self) -> None:
+        """MoESpec checks the routing fields; dense configs keep their defaults."""
+        n = self.n_experts
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError(f"n_experts must be an integer >= 0, got {n!r}")
+        if n == 0:
+            for f in fields(self):
+                if f.name in _MOE_FIELDS and getattr(self, f.name) != f.default:
+                    raise ValueError(
+                        f"{f.name} is {getattr(self, f.name)!r} but n_experts is 0: "
+                        "the mixture-of-experts fields need n_experts > 0"
+                    )
+            return
+        self.moe_spec()  # raises ValueError naming the field
+        if self.mlp != "swiglu" or self.bias:
+            raise ValueError(
+                "n_experts > 0 needs mlp='swiglu' and bias=False: the experts of "
+                "the modelled MoE models are SwiGLU MLPs without biases"
+            )
+        f = self.first_dense_layers
+        if isinstance(f, bool) or not isinstance(f, int) or not 0 <= f <= self.n_layers:
+            raise ValueError(
+                f"first_dense_layers must be an integer in [0, n_layers = "
+                f"{self.n_layers}], got {f!r}"
+            )
+
+    @property
+    def is_moe(self) -> bool:
+        """Whether some layers are mixture-of-experts layers."""
+        return self.n_experts > 0 and self.first_dense_layers < self.n_layers
+
+    def moe_spec(self) -> MoESpec | None:
+        """The MoE layers' routing and expert shapes; ``None`` for a dense model.
+
+        Raises:
+            ValueError: a MoE field is out of range (the message names it).
+        """
+        if self.n_experts == 0:
+            return None
+        return MoESpec(**{name: getattr(self, name) for name in _SPEC_FIELDS})
+
+    def is_moe_layer(self, i: int) -> bool:
+        """Whether layer ``i`` (0-based) has experts instead of a dense MLP.
+
+        Raises:
+            ValueError: ``i`` is not an integer in ``[0, n_layers)``.
+        """
+        if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < self.n_layers:
+            raise ValueError(f"i must be an integer in [0, {self.n_layers}), got {i!r}")
+        return self.n_experts > 0 and i >= self.first_dense_layers
+
+    @property
+    def n_moe_layers(self) -> int:
+        """How many layers are MoE layers (0 for a dense model)."""
+        return self.n_layers - self.first_dense_layers if self.n_experts else 0
 
     @property
     def is_mla(self) -> bool:
@@ -129,8 +209,10 @@ class TransformerConfig:
         Both families of :mod:`aiinfra.models.hf_config` are read (Llama-style and
         GPT-2-style), and both RoPE layouts (top-level ``rope_theta`` of
         transformers 4, ``rope_parameters`` of transformers 5). Keys that do not
-        change the computation (``torch_dtype``, ``architectures``) and MoE sizes
-        are ignored. For MLA models the head dimension is ``qk_nope_head_dim``, and
+        change the computation (``torch_dtype``, ``architectures``, the balancing
+        losses' weights) are ignored. The experts of Mixtral, Qwen2-MoE and
+        DeepSeek-V2/V3 are read (:func:`~aiinfra.models.hf_moe_config.moe_kwargs`).
+        For MLA models the head dimension is ``qk_nope_head_dim``, and
         ``v_head_dim`` must equal it.
 
         Args:
@@ -143,10 +225,16 @@ class TransformerConfig:
             ValueError: a required field is missing, a field has the wrong type or
                 value, the fields are inconsistent (see :class:`TransformerConfig`),
                 or the config asks for what is not modelled (scaled RoPE, other
-                activations, biases on every attention projection).
+                activations, biases on every attention projection, MoE layers
+                interleaved with dense ones).
             FileNotFoundError: ``source`` is a path that does not exist.
         """
-        return cls(**hf_config.config_kwargs(hf_config.read_json_object(source)))
+        obj = hf_config.read_json_object(source)
+        return cls(**hf_config.config_kwargs(obj), **hf_moe_config.moe_kwargs(obj))
+
+
+_SPEC_FIELDS = tuple(f for f in MoESpec.__dataclass_fields__)
+_MOE_FIELDS = (*_SPEC_FIELDS, "first_dense_layers")
 
 
 def _check_positive_int(name: str, value: Any) -> None:

@@ -15,7 +15,10 @@ and the gate product, or GELU), the bias and residual adds and the loss.
 agree exactly; the omitted terms are ``O(d)`` or ``O(T)`` per token and layer
 against the ``O(d^2)`` of the matmuls. For MLA the score width ``d_h + d_h^R`` and
 the value width ``d_h`` differ, and the attention term reads
-``6 L H T (d_qk + d_v)``, which is ``12 L H d T`` when both equal ``Q``.
+``6 L H T (d_qk + d_v)``, which is ``12 L H d T`` when both equal ``Q``. In a
+mixture-of-experts model a token multiplies only the ``K`` experts it is routed to,
+the shared experts and the router: ``Psi`` is then the *activated* matmul weights
+(Mixtral 8x7B stores eight experts per layer and runs each token through two).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from aiinfra.models.params import (
     attention_matmul_parameters,
     count_parameters,
     mlp_matmul_parameters,
+    moe_matmul_parameters,
 )
 from aiinfra.models.presets import preset
 from aiinfra.models.transformer import Transformer
@@ -36,19 +40,24 @@ from aiinfra.report import Table
 
 
 def matmul_parameters(c: TransformerConfig) -> int:
-    """``Psi`` of the ``6 Psi`` rule: every weight that multiplies an activation.
+    """``Psi`` of the ``6 Psi`` rule: every weight a token's activations multiply.
 
     The output head counts even when tied: it is a matmul either way. Biases,
-    norms and the embedding tables do not.
+    norms and the embedding tables do not. A MoE layer counts its router, its
+    shared experts and ``K`` of its ``E`` routed experts: the weights one token
+    meets, whichever ``K`` they are.
 
     Args:
-        c: the model (either family, MLA included).
+        c: the model (either family, MLA and MoE included).
 
     Returns:
-        ``L (attention + MLP weights) + V d``.
+        ``L attention + (L - L_moe) MLP + L_moe MoE_K + V d`` weights.
     """
-    per_layer = attention_matmul_parameters(c) + mlp_matmul_parameters(c)
-    return c.n_layers * per_layer + c.vocab_size * c.d_model
+    n_moe = c.n_moe_layers
+    dense = (c.n_layers - n_moe) * mlp_matmul_parameters(c)
+    moe = n_moe * moe_matmul_parameters(c, activated=True) if n_moe else 0
+    attention = c.n_layers * attention_matmul_parameters(c)
+    return attention + dense + moe + c.vocab_size * c.d_model
 
 
 def attention_flops_per_token(c: TransformerConfig, seq_len: int) -> int:

@@ -16,7 +16,8 @@ Both are read. What this package does not model is refused by name instead of be
 ignored: a RoPE type other than ``default`` (Llama 3.1's ``llama3``, YaRN with its
 ``mscale``, linear or dynamic NTK scaling), an activation other than SiLU in a
 Llama-style model, biases on the attention output or the MLP, and Qwen2's
-layer-dependent sliding window.
+layer-dependent sliding window. The experts of mixture-of-experts models are read by
+:mod:`aiinfra.models.hf_moe_config`.
 """
 
 from __future__ import annotations
@@ -55,7 +56,12 @@ GPT2_FIELDS: dict[str, tuple[str, type, bool]] = {
     "layer_norm_epsilon": ("norm_eps", float, False),
     "tie_word_embeddings": ("tie_embeddings", bool, False),
 }
-_ZERO_ALLOWED = ("kv_lora_rank", "q_lora_rank")
+_ZERO_ALLOWED = (
+    "kv_lora_rank",
+    "q_lora_rank",
+    "first_k_dense_replace",
+    "n_shared_experts",
+)
 _SILU = ("silu", "swish")
 _GELU = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast")
 
@@ -84,7 +90,7 @@ def config_kwargs(source: Mapping[str, Any]) -> dict[str, Any]:
     """
     if "n_embd" in source or source.get("model_type") == "gpt2":
         return _gpt2_kwargs(source)
-    kwargs = _fields(source, HF_FIELDS)
+    kwargs = read_fields(source, HF_FIELDS)
     activation = source.get("hidden_act", "silu")
     if activation not in _SILU:
         raise ValueError(
@@ -97,15 +103,17 @@ def config_kwargs(source: Mapping[str, Any]) -> dict[str, Any]:
                 f"config field {key!r} is true: biases on every attention projection "
                 "or on the MLP are not modelled (only Qwen2's q/k/v biases are)"
             )
-    if source.get("model_type") == "qwen2":
-        kwargs["qkv_bias"] = True  # Qwen2's q, k and v projections carry biases
+    if source.get("model_type") in ("qwen2", "qwen2_moe"):
+        # Qwen2's q, k and v projections carry biases (Qwen2-MoE: its qkv_bias)
+        qkv_bias = source.get("qkv_bias", True)
+        kwargs["qkv_bias"] = convert_field("qkv_bias", qkv_bias, bool)
         if source.get("use_sliding_window"):
             raise ValueError(
                 "config field 'use_sliding_window' is true: Qwen2's sliding window "
                 "on some layers only is not modelled"
             )
     elif source.get("sliding_window") is not None:
-        kwargs["sliding_window"] = _convert(
+        kwargs["sliding_window"] = convert_field(
             "sliding_window", source["sliding_window"], int
         )
     theta = rope_theta(source)
@@ -143,18 +151,18 @@ def rope_theta(source: Mapping[str, Any]) -> float | None:
                 "mscale, linear, dynamic) would give other logits"
             )
         if "rope_theta" in obj:
-            inner = _convert(f"{key}.rope_theta", obj["rope_theta"], float)
-            if theta is not None and _convert("rope_theta", theta, float) != inner:
+            inner = convert_field(f"{key}.rope_theta", obj["rope_theta"], float)
+            if theta is not None and convert_field("rope_theta", theta, float) != inner:
                 raise ValueError(
                     f"config fields 'rope_theta' ({theta}) and '{key}.rope_theta' "
                     f"({inner}) disagree"
                 )
             theta = inner
-    return None if theta is None else _convert("rope_theta", theta, float)
+    return None if theta is None else convert_field("rope_theta", theta, float)
 
 
 def _gpt2_kwargs(source: Mapping[str, Any]) -> dict[str, Any]:
-    kwargs = _fields(source, GPT2_FIELDS)
+    kwargs = read_fields(source, GPT2_FIELDS)
     activation = source.get("activation_function", "gelu_new")
     if activation not in _GELU:
         raise ValueError(
@@ -171,7 +179,7 @@ def _mla_head_dim(source: Mapping[str, Any]) -> int:
     for key in ("qk_nope_head_dim", "qk_rope_head_dim"):
         if source.get(key) is None:
             raise ValueError(f"config field {key!r} is missing (MLA needs it)")
-    head_dim = _convert("qk_nope_head_dim", source["qk_nope_head_dim"], int)
+    head_dim = convert_field("qk_nope_head_dim", source["qk_nope_head_dim"], int)
     v_head_dim = source.get("v_head_dim", head_dim)
     if v_head_dim != head_dim:
         raise ValueError(
@@ -181,9 +189,22 @@ def _mla_head_dim(source: Mapping[str, Any]) -> int:
     return head_dim
 
 
-def _fields(
+def read_fields(
     source: Mapping[str, Any], table: dict[str, tuple[str, type, bool]]
 ) -> dict[str, Any]:
+    """Our fields from the Hugging Face fields of ``table``, checked.
+
+    Args:
+        source: the parsed ``config.json``.
+        table: Hugging Face name -> (our name, expected type, required).
+
+    Returns:
+        Our name -> value for every field present and not null.
+
+    Raises:
+        ValueError: a required field is missing, or a value has the wrong type
+            or is not positive.
+    """
     kwargs: dict[str, Any] = {}
     for key, (name, kind, required) in table.items():
         value = source.get(key)
@@ -191,11 +212,11 @@ def _fields(
             if required:
                 raise ValueError(f"config field {key!r} is missing")
             continue
-        kwargs[name] = _convert(key, value, kind)
+        kwargs[name] = convert_field(key, value, kind)
     return kwargs
 
 
-def _convert(key: str, value: Any, kind: type) -> Any:
+def convert_field(key: str, value: Any, kind: type) -> Any:
     """Check one JSON value against its expected type; ints are valid floats."""
     if kind is bool and isinstance(value, bool):
         return value

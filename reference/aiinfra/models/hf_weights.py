@@ -10,7 +10,10 @@ writes them; Hugging Face's Llama-family code rotates ``(x_i, x_{i + d/2})``
 head of ``W_q`` and ``W_k`` next to row ``i`` turns one layout into the other
 exactly, and leaves ``q . k`` unchanged since both sides move alike. DeepSeek-V2's
 code rotates interleaved pairs (as complex numbers), and so does V3's with
-``rope_interleave`` (its default): those rows are taken as they are. Every tensor is
+``rope_interleave`` (its default): those rows are taken as they are. A MoE layer's
+router, experts and shared experts are stored one matrix per expert on the Hub
+(Mixtral under ``block_sparse_moe`` with ``w1, w3, w2``; Qwen-MoE and DeepSeek under
+``mlp`` with ``gate_proj, up_proj, down_proj``) and keep their layout. Every tensor is
 taken once, its shape checked against the config; what is missing, misshapen or
 left over is an error naming the tensor.
 """
@@ -25,7 +28,9 @@ from torch import Tensor
 
 from aiinfra.models.config import TransformerConfig
 
-ROTATE_HALF = ("llama", "mistral", "qwen2")  # Hugging Face's rotate-half RoPE
+# Hugging Face's rotate-half RoPE
+ROTATE_HALF = ("llama", "mistral", "qwen2", "mixtral", "qwen2_moe")
+_SWIGLU = (("gate_proj", "w1"), ("up_proj", "w3"), ("down_proj", "w2"))
 _NOT_WEIGHTS = ("rotary_emb.inv_freq", ".attn.bias", ".attn.masked_bias")  # buffers
 
 
@@ -115,8 +120,42 @@ def _latent_attention(src: _Tensors, p: str, c: TransformerConfig, half: bool) -
     return out
 
 
+def _swiglu(
+    src: _Tensors, p: str, d: int, f: int, names: tuple = _SWIGLU
+) -> dict[str, Tensor]:
+    """``w1, w3, w2`` of one SwiGLU of width ``f`` from prefix ``p``."""
+    out = {}
+    for theirs, ours in names:
+        shape = (d, f) if ours == "w2" else (f, d)
+        out[ours + ".weight"] = src.take(p + theirs + ".weight", *shape)
+    return out
+
+
+def _experts(src: _Tensors, p: str, c: TransformerConfig, kind: str) -> dict:
+    """A MoE layer's tensors under layer prefix ``p`` (``model.layers.N.``)."""
+    spec, d = c.moe_spec(), c.d_model
+    E, f = spec.n_experts, spec.d_expert
+    mixtral = kind == "mixtral"
+    p += "block_sparse_moe." if mixtral else "mlp."
+    names = tuple((x, x) for x in ("w1", "w3", "w2")) if mixtral else _SWIGLU
+    out = {"router.weight": src.take(p + "gate.weight", E, d)}  # W_r, (E, h)
+    for j in range(E):
+        expert = _swiglu(src, f"{p}experts.{j}.", d, f, names)
+        out.update({f"experts.{j}.{k}": v for k, v in expert.items()})
+    if spec.n_shared:
+        shared = "shared_expert." if kind == "qwen2_moe" else "shared_experts."
+        expert = _swiglu(src, p + shared, d, spec.shared_width)
+        out.update({f"shared.{k}": v for k, v in expert.items()})
+    if spec.shared_gate:
+        out["shared_gate.weight"] = src.take(p + "shared_expert_gate.weight", 1, d)
+    bias = p + "gate.e_score_correction_bias"  # DeepSeek-V3's balancing bias b
+    has_bias = bias in src.left
+    out["expert_bias"] = src.take(bias, E) if has_bias else torch.zeros(E)
+    return out
+
+
 def _llama_state(src: _Tensors, c: TransformerConfig, hf: Mapping[str, Any]) -> dict:
-    """This package's state dict from Llama, Mistral, Qwen2 or DeepSeek tensors."""
+    """This package's state dict from Llama, Mistral, Qwen2, their MoE or DeepSeek."""
     d, V, f = c.d_model, c.vocab_size, c.d_ff
     kind = hf["model_type"]
     half = kind in ROTATE_HALF or (
@@ -135,9 +174,11 @@ def _llama_state(src: _Tensors, c: TransformerConfig, hf: Mapping[str, Any]) -> 
         state[ours + "mlp_norm.weight"] = src.take(
             p + "post_attention_layernorm.weight", d
         )
-        state[ours + "mlp.w1.weight"] = src.take(p + "mlp.gate_proj.weight", f, d)
-        state[ours + "mlp.w3.weight"] = src.take(p + "mlp.up_proj.weight", f, d)
-        state[ours + "mlp.w2.weight"] = src.take(p + "mlp.down_proj.weight", d, f)
+        if c.is_moe_layer(i):
+            mlp = _experts(src, p, c, kind)
+        else:
+            mlp = _swiglu(src, p + "mlp.", d, f)
+        state.update({ours + "mlp." + k: v for k, v in mlp.items()})
     return state
 
 

@@ -14,7 +14,7 @@ DeepSeek-V2        softmax   6 of 160   no      3 of 8   2 (x16 routed scale)
 DeepSeek-V3        sigmoid   8 of 256   yes     4 of 8   1 (x2.5 routed scale)
 =================  ========  =========  ======  =======  ======================
 
-Group-limited routing (DeepSeek-V2 Sec. 3.1.2, V3 Sec. 2.1.2) first keeps the
+Group-limited routing (DeepSeek-V2 Sec. 2.2.2, V3 Sec. 2.1.2) first keeps the
 ``topk_groups`` best of ``n_groups`` expert groups per token (groups map onto nodes,
 so a token's experts live on at most that many nodes), then takes the top-K among
 their experts; V2 scores a group by its best expert, V3 by the sum of its two best.
@@ -57,7 +57,8 @@ class MoESpec:
 
     Raises:
         ValueError: a field is out of range, ``E`` is not divisible by
-            ``n_groups``, or the kept groups hold fewer than ``K`` experts.
+            ``n_groups``, the kept groups hold fewer than ``K`` experts, or
+            ``d_shared`` or ``shared_gate`` is set without shared experts.
     """
 
     n_experts: int
@@ -114,6 +115,8 @@ class MoESpec:
         for name in ("norm_topk", "shared_gate"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
+        if self.shared_gate and self.n_shared == 0:
+            raise ValueError("shared_gate is True but n_shared is 0: nothing to gate")
         if not (isinstance(self.routed_scale, (int, float)) and self.routed_scale > 0):
             raise ValueError(f"routed_scale must be > 0, got {self.routed_scale!r}")
         if self.capacity_factor is not None and not (

@@ -8,10 +8,14 @@ Each layer holds the attention projections (``W_q`` of ``H D`` columns, ``W_k`` 
 up-projections instead, DeepSeek-V2 Sec. 2.1), an MLP (three ``d x d_ff`` matrices
 for SwiGLU, two for a GELU MLP) and two norms (``d`` gains for RMSNorm, ``d`` gains
 and ``d`` biases for LayerNorm). Biases: GPT-2/3 put one on every linear layer of a
-block (the head has none); Qwen2 on its query, key and value projections only. The
-total is the ``Psi`` of every memory formula and the ``N`` of FLOP counts; the tests
-hold it against the published totals of released checkpoints and against
-``numel()`` of independent implementations built from the same config.
+block (the head has none); Qwen2 on its query, key and value projections only. A
+mixture-of-experts layer holds, in place of the MLP, a router (``E h``), ``E`` routed
+SwiGLU experts (``3 h d_e`` each), the shared experts (``3 h d_s``) and Qwen-MoE's
+shared gate (``h``); a token runs through ``K`` of the ``E``, so the parameters it
+*activates* are the total less ``E - K`` experts per MoE layer. The total is the
+``Psi`` of every memory formula and the ``N`` of FLOP counts; the tests hold it
+against the published totals of released checkpoints and against ``numel()`` of
+independent implementations built from the same config.
 """
 
 from __future__ import annotations
@@ -97,34 +101,106 @@ def mlp_bias_parameters(c: TransformerConfig) -> int:
     return n_in * c.d_ff + c.d_model
 
 
+def moe_matmul_parameters(c: TransformerConfig, activated: bool = False) -> int:
+    """Weights of one MoE layer (all matmul weights; the experts have no biases).
+
+    Args:
+        c: the model (``n_experts > 0``).
+        activated: count the ``K`` routed experts one token uses, not all ``E``.
+
+    Returns:
+        ``E h + (E or K) 3 h d_e + 3 h d_s (+ h)``: router, routed experts, shared
+        experts (width ``d_s``) and Qwen-MoE's shared gate.
+
+    Raises:
+        ValueError: ``c`` has no experts.
+    """
+    spec = c.moe_spec()
+    if spec is None:
+        raise ValueError("config.n_experts must be > 0 for a MoE layer, got 0")
+    h = c.d_model
+    routed = spec.top_k if activated else spec.n_experts
+    return (
+        spec.n_experts * h  # router W_r, (E, h)
+        + routed * 3 * h * spec.d_expert  # W_1, W_3, W_2 of each expert
+        + 3 * h * spec.shared_width  # the shared experts, one SwiGLU
+        + (h if spec.shared_gate else 0)  # Qwen-MoE's sigmoid(w^T x)
+    )
+
+
+def routed_expert_parameters(c: TransformerConfig) -> int:
+    """Parameters of every routed expert of every MoE layer: ``L_moe E 3 h d_e``.
+
+    What expert parallelism spreads over ranks; 0 for a dense model.
+    """
+    spec = c.moe_spec()
+    if spec is None:
+        return 0
+    return c.n_moe_layers * spec.n_experts * 3 * c.d_model * spec.d_expert
+
+
 def norm_parameters(c: TransformerConfig, width: int) -> int:
     """Parameters of one norm over ``width`` features: ``width`` or ``2 width``."""
     return (2 if c.norm == "layernorm" else 1) * width  # LayerNorm adds a bias
 
 
-def count_parameters(c: TransformerConfig) -> ParamCount:
+def count_parameters(c: TransformerConfig, activated: bool = False) -> ParamCount:
     """Count a model's parameters from its config.
 
-    MoE layers are not modelled (see :meth:`TransformerConfig.from_hf_config`): for
-    a DeepSeek config every layer counts as a dense one of width ``d_ff``.
+    The first ``L - n_moe`` layers have a dense MLP of width ``d_ff``, the others
+    a MoE layer (:func:`moe_matmul_parameters`, counted in ``mlp``).
 
     Args:
         c: the model.
+        activated: count what one token uses: ``K`` of the ``E`` routed experts
+            of each MoE layer, and everything else, embedding and head included
+            (the convention of the published "activated parameters" of Mixtral,
+            Qwen-MoE and DeepSeek). Equal to the total for a dense model.
 
     Returns:
-        The count by part; ``.total`` is ``Psi``.
+        The count by part; ``.total`` is ``Psi`` (or the activated ``Psi``).
 
     Raises:
         ValueError: biases asked for together with MLA.
     """
     d, L, V = c.d_model, c.n_layers, c.vocab_size
+    n_moe = c.n_moe_layers
+    dense_mlp = (L - n_moe) * (mlp_matmul_parameters(c) + mlp_bias_parameters(c))
+    moe = n_moe * moe_matmul_parameters(c, activated) if n_moe else 0
     positions = c.max_seq_len if c.position == "learned" else 0  # GPT-2's wpe
     latent = c.q_lora_rank + c.kv_lora_rank if c.is_mla else 0  # MLA's latent norms
     per_layer_norms = 2 * norm_parameters(c, d) + norm_parameters(c, latent)
     return ParamCount(
         embedding=(V + positions) * d,
         attention=L * (attention_matmul_parameters(c) + attention_bias_parameters(c)),
-        mlp=L * (mlp_matmul_parameters(c) + mlp_bias_parameters(c)),
+        mlp=dense_mlp + moe,
         norms=L * per_layer_norms + norm_parameters(c, d),  # + the final norm
         head=0 if c.tie_embeddings else V * d,
     )
+
+
+def mtp_module_parameters(c: TransformerConfig) -> int:
+    """Parameters of one multi-token-prediction module as DeepSeek-V3 ships it.
+
+    DeepSeek-V3 (Sec. 2.2) predicts one more token with a module of its own: a
+    projection ``M`` of ``2h x h`` over the normalized hidden state and next-token
+    embedding, and one Transformer block like the model's last; the embedding and
+    the head are shared with the main model, yet the checkpoint stores a copy of
+    both with the module (its ``model.layers.61``). This counts that stored module:
+    ``2 V h + 2 h^2 + 3 h`` (two norms on the inputs, one before the head) plus the
+    block.
+
+    Args:
+        c: the main model.
+
+    Returns:
+        The parameters the checkpoint holds for one MTP module.
+    """
+    d, V = c.d_model, c.vocab_size
+    last = c.n_layers - 1
+    mlp = moe_matmul_parameters(c) if c.is_moe_layer(last) else mlp_matmul_parameters(c)
+    latent = c.q_lora_rank + c.kv_lora_rank if c.is_mla else 0
+    attention = attention_matmul_parameters(c) + attention_bias_parameters(c)
+    norms = 2 * norm_parameters(c, d) + norm_parameters(c, latent)
+    block = attention + mlp + norms  # the block of a MoE layer, norms included
+    return 2 * V * d + 2 * d * d + 3 * norm_parameters(c, d) + block

@@ -8,10 +8,10 @@ checkpoint's ``config.json`` on the Hugging Face Hub; ``_name_or_path`` names th
 repository. Two departures, both stated where they occur: DeepSeek-V2/V3 are listed
 without their YaRN ``rope_scaling`` (refused by ``from_hf_config``, and irrelevant
 to sizes), and GPT-3 175B, which never had a public checkpoint, is written in
-GPT-2's format from Brown et al. 2020, Table 2.1. The DeepSeek entries keep their
-mixture-of-experts fields; ``from_hf_config`` ignores them (every layer becomes a
-dense one), and :func:`is_moe` lets a caller that needs whole-model sizes refuse
-them.
+GPT-2's format from Brown et al. 2020, Table 2.1. The mixture-of-experts entries
+(Mixtral 8x7B, Qwen1.5-MoE-A2.7B, DeepSeek-V2/V3) carry their expert fields, which
+``from_hf_config`` reads; :data:`DENSE_PRESETS` lists the others, for callers
+(the memory calculator, the planner) that model dense layers only.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from aiinfra.models.config import TransformerConfig
+from aiinfra.models.hf_moe_config import MOE_FIELDS
 
 _LLAMA3 = {
     "model_type": "llama",
@@ -33,8 +34,9 @@ _LLAMA3 = {
     "vocab_size": 128256,
 }
 # DeepSeek-V2 and -V3 share their attention shape. "rope_scaling" (YaRN, factor 40)
-# is left out of both entries.
+# is left out of both entries, and so are the balancing losses' weights.
 _DEEPSEEK = {
+    "moe_layer_freq": 1,
     "hidden_act": "silu",
     "num_attention_heads": 128,
     "num_key_value_heads": 128,
@@ -112,6 +114,12 @@ PRESETS: dict[str, dict[str, Any]] = {
         "n_routed_experts": 160,
         "n_shared_experts": 2,
         "num_experts_per_tok": 6,
+        "scoring_func": "softmax",
+        "topk_method": "group_limited_greedy",  # device-limited routing, M = 3
+        "n_group": 8,
+        "topk_group": 3,
+        "norm_topk_prob": False,
+        "routed_scaling_factor": 16.0,
         "vocab_size": 102400,
     },
     "deepseek-v3": {
@@ -120,13 +128,73 @@ PRESETS: dict[str, dict[str, Any]] = {
         "model_type": "deepseek_v3",
         "hidden_size": 7168,
         "intermediate_size": 18432,  # the dense MLP of the first three layers
-        "num_hidden_layers": 61,
+        "num_hidden_layers": 61,  # the main model; the MTP module is layer 61
+        "num_nextn_predict_layers": 1,  # one MTP module (not built here)
         "first_k_dense_replace": 3,
         "moe_intermediate_size": 2048,
         "n_routed_experts": 256,
         "n_shared_experts": 1,
         "num_experts_per_tok": 8,
+        "scoring_func": "sigmoid",
+        "topk_method": "noaux_tc",  # node-limited routing, M = 4, bias-balanced
+        "n_group": 8,
+        "topk_group": 4,
+        "norm_topk_prob": True,
+        "routed_scaling_factor": 2.5,
         "vocab_size": 129280,
+    },
+    # Mixtral 8x7B: Mistral 7B's attention, eight SwiGLU experts of Mistral's width
+    # (intermediate_size) in every layer, top-2, no sliding window. Every value
+    # equals the default of transformers' MixtralConfig, documented against this
+    # checkpoint, except max_position_embeddings (131072 there, 32768 in the
+    # checkpoint's config.json).
+    "mixtral-8x7b": {
+        "_name_or_path": "mistralai/Mixtral-8x7B-v0.1",
+        "model_type": "mixtral",
+        "hidden_act": "silu",
+        "hidden_size": 4096,
+        "intermediate_size": 14336,  # each expert's width
+        "num_attention_heads": 32,
+        "num_hidden_layers": 32,
+        "num_key_value_heads": 8,
+        "num_local_experts": 8,
+        "num_experts_per_tok": 2,
+        "max_position_embeddings": 32768,
+        "rms_norm_eps": 1e-05,
+        "rope_theta": 1000000.0,
+        "sliding_window": None,
+        "tie_word_embeddings": False,
+        "vocab_size": 32000,
+    },
+    # Qwen1.5-MoE-A2.7B: Qwen2's attention (q/k/v biases, MHA), 60 experts of 1408,
+    # top-4 without renormalization, one shared expert of 5632 behind a sigmoid
+    # gate. Every size equals the default of transformers' Qwen2MoeConfig,
+    # documented against this checkpoint; config.json sets rope_theta (1e6),
+    # 8192 positions and a window that use_sliding_window leaves off.
+    "qwen1.5-moe-a2.7b": {
+        "_name_or_path": "Qwen/Qwen1.5-MoE-A2.7B",
+        "model_type": "qwen2_moe",
+        "hidden_act": "silu",
+        "hidden_size": 2048,
+        "intermediate_size": 5632,  # the dense MLP (no layer has one)
+        "num_attention_heads": 16,
+        "num_hidden_layers": 24,
+        "num_key_value_heads": 16,
+        "num_experts": 60,
+        "num_experts_per_tok": 4,
+        "moe_intermediate_size": 1408,
+        "shared_expert_intermediate_size": 5632,
+        "norm_topk_prob": False,
+        "decoder_sparse_step": 1,
+        "mlp_only_layers": [],
+        "max_position_embeddings": 8192,
+        "max_window_layers": 21,
+        "rms_norm_eps": 1e-06,
+        "rope_theta": 1000000.0,
+        "sliding_window": 32768,
+        "use_sliding_window": False,
+        "tie_word_embeddings": False,
+        "vocab_size": 151936,
     },
     "gpt2": {
         "_name_or_path": "openai-community/gpt2",
@@ -150,9 +218,6 @@ PRESETS: dict[str, dict[str, Any]] = {
         "vocab_size": 50257,  # GPT-2's tokenizer, which GPT-3 reuses
     },
 }
-
-MOE_FIELDS = ("n_routed_experts", "num_local_experts", "num_experts")
-"""``config.json`` fields that announce routed experts (DeepSeek, Mixtral, Qwen-MoE)."""
 
 
 def preset(name: str) -> TransformerConfig:
@@ -190,4 +255,6 @@ def is_moe(source: Mapping[str, Any]) -> bool:
 
 
 DENSE_PRESETS = tuple(name for name, fields in PRESETS.items() if not is_moe(fields))
-"""The presets whose every layer the config describes: no routed experts."""
+"""The presets without routed experts: every layer has a dense MLP."""
+MOE_PRESETS = tuple(name for name in PRESETS if name not in DENSE_PRESETS)
+"""The mixture-of-experts presets."""

@@ -8,7 +8,10 @@ transposed embedding (tied, Press & Wolf 2017). The config picks the pieces: the
 attention of every block is grouped-query attention, or multi-head latent attention
 when ``kv_lora_rank`` is set; the GPT-2/GPT-3 family (Radford et al. 2019, Brown et
 al. 2020) swaps RMSNorm for LayerNorm, SwiGLU for a GELU MLP and RoPE for a learned
-table of positions added to the embeddings, with biases everywhere. Passing one
+table of positions added to the embeddings, with biases everywhere. In a
+mixture-of-experts config the MLP of every layer after the first
+``first_dense_layers`` is a :class:`~aiinfra.models.moe.MoELayer` (DeepSeek-V3 keeps
+three dense layers first, Mixtral none). Passing one
 cache per layer turns the same forward pass into incremental decoding, as in
 :func:`generate_greedy`. Notation: ``B`` batch, ``T`` tokens, ``h`` width, ``V``
 vocab.
@@ -25,6 +28,7 @@ from aiinfra.models.attention import GroupedQueryAttention, KVCache
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.layers import GeluMLP, RMSNorm, SwiGLU
 from aiinfra.models.mla import MultiHeadLatentAttention
+from aiinfra.models.moe import MoELayer
 
 
 def make_attention(
@@ -43,26 +47,35 @@ def make_norm(config: TransformerConfig) -> nn.Module:
     return RMSNorm(config.d_model, config.norm_eps)
 
 
-def make_mlp(config: TransformerConfig) -> nn.Module:
-    """SwiGLU (Llama) or the GELU MLP (GPT-2/3), with biases when ``bias``."""
+def make_mlp(config: TransformerConfig, layer: int = 0) -> nn.Module:
+    """The MLP of layer ``layer``: MoE where the config says, else dense.
+
+    Dense is SwiGLU (Llama) or the GELU MLP (GPT-2/3), with biases when ``bias``.
+
+    Raises:
+        ValueError: ``layer`` is not in ``[0, n_layers)``.
+    """
+    if config.is_moe_layer(layer):
+        return MoELayer(config.d_model, config.moe_spec())
     if config.mlp == "gelu":
         return GeluMLP(config.d_model, config.d_ff, config.bias)
     return SwiGLU(config.d_model, config.d_ff, config.bias)
 
 
 class Block(nn.Module):
-    """One pre-norm decoder block: attention, then the MLP, each residual.
+    """One pre-norm decoder block: attention, then the MLP (or experts), each residual.
 
     Args:
         config: the model shape.
+        layer: this block's index, which decides between a dense MLP and experts.
     """
 
-    def __init__(self, config: TransformerConfig) -> None:
+    def __init__(self, config: TransformerConfig, layer: int = 0) -> None:
         super().__init__()
         self.attn_norm = make_norm(config)
         self.attn = make_attention(config)
         self.mlp_norm = make_norm(config)
-        self.mlp = make_mlp(config)
+        self.mlp = make_mlp(config, layer)
 
     def forward(self, x: Tensor, cache: KVCache | None = None) -> Tensor:
         """Shape ``(B, T, h)`` in and out; ``cache`` is this layer's KV cache."""
@@ -86,7 +99,7 @@ class Transformer(nn.Module):
             if config.position == "learned"
             else None  # RoPE rotates queries and keys inside attention instead
         )
-        self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layers))
+        self.blocks = nn.ModuleList(Block(config, i) for i in range(config.n_layers))
         self.norm = make_norm(config)
         self.head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         if config.tie_embeddings:

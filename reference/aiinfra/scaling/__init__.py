@@ -1,0 +1,6 @@
+"""Scaling laws: Kaplan's and Chinchilla's laws, their optimum, and a fitter.
+
+:mod:`.laws` holds the laws and the published parameters, :mod:`.fit` fits the
+Chinchilla form to training runs (with :mod:`.lbfgs`), :mod:`.data` loads the runs
+read off Hoffmann et al.'s Figure 4, and :mod:`.cli` is ``aiinfra scaling``.
+"""
