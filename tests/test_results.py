@@ -79,8 +79,13 @@ def test_nox_gets_one_command_per_kind_and_machine():
         "ddp",
         "zero",
         "attention",
+        "moe",
     ]
     outs = [c[c.index("--out") + 1] for c in cpu]
+    # The MoE benchmark reads the very file nox tells it to write.
+    from aiinfra.models import moe_bench
+
+    assert outs[-1] == str(results.data_dir() / moe_bench.FILE)
     assert outs[1].endswith("ring-gloo.json") and "--repeats" in cpu[1]
     assert all(o.endswith(("-gloo.json", "-cpu.json")) for o in outs)
     gpu = results.commands(results.GPU_RUNS)

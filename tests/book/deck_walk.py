@@ -27,7 +27,7 @@ WALK_JS = """async () => {
     const cut = [];
     // Blocks only: a code line's spans or a formula's glyphs are inside them.
     const blocks = 'pre, code, table, img, figure, p, ul, ol, div, h1, h2, h3, '
-      + 'mjx-container';
+      + 'mjx-container, mjx-container > svg';
     for (const el of s.querySelectorAll(blocks)) {
       if (el.closest('aside.notes')) continue;
       const r = el.getBoundingClientRect();

@@ -94,3 +94,15 @@ def test_ring_attention_and_ulysses_over_nccl_equal_full_attention(results):
             for case, found in cp[method].items():
                 for key, diff in found["diffs"].items():
                     assert diff < 1e-10, (method, case, key)
+
+
+def test_expert_parallel_over_nccl_equals_the_single_process_layer(results):
+    # Uneven all_to_all_single on NCCL: the same dispatch and combine as on gloo.
+    for r in results:
+        ep = r["world"]["ep"]
+        layers = {k: v for k, v in ep.items() if isinstance(v, dict) and "output" in v}
+        assert layers, "no expert-parallel layer was checked"
+        for spec, found in layers.items():
+            assert found["output"] < 1e-10 and found["input grad"] < 1e-10, spec
+            worst = max(found["grads"], key=found["grads"].get)
+            assert found["grads"][worst] < 1e-10, (spec, worst)
