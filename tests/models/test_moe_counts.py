@@ -25,13 +25,7 @@ from aiinfra.models.transformer import Transformer
 transformers = pytest.importorskip("transformers")
 from transformers.modeling_layers import MtpModel  # noqa: E402
 
-
-def hf_model(fields: dict) -> torch.nn.Module:
-    """transformers' causal LM for a config.json, built on the meta device."""
-    kwargs = {k: v for k, v in fields.items() if k[0] != "_" and k != "model_type"}
-    config = transformers.AutoConfig.for_model(fields["model_type"], **kwargs)
-    with torch.device("meta"):
-        return transformers.AutoModelForCausalLM.from_config(config)
+from tests.models.test_params import hf_model  # noqa: E402
 
 
 def hf_activated(model: torch.nn.Module, top_k: int) -> int:
