@@ -96,6 +96,10 @@ def test_flag_names_rewrites_fields_only_before_must():
     assert cli.flag_names(message, parser) == (
         "--max-bytes must be >= 2048; a dtype of max_bytes"
     )
+    parser.add_argument("--top-k")
+    assert cli.flag_names("top_k (5) must be <= n_experts (4)", parser) == (
+        "--top-k (5) must be <= n_experts (4)"
+    )
 
 
 def test_comm_cost_prints_every_algorithm_and_the_crossovers(capsys):

@@ -72,13 +72,15 @@ def build_parser() -> argparse.ArgumentParser:
 def flag_names(message: str, parser: argparse.ArgumentParser) -> str:
     """Name flags, not fields: ``max_bytes must be`` becomes ``--max-bytes must be``.
 
-    A config dataclass words its errors with its field names; where a field is a
-    flag of ``parser`` the message is rewritten to the flag the user typed.
+    A config dataclass words its errors with its field names (``top_k (5) must be
+    <= ...`` too, the value in brackets); where a field is a flag of ``parser`` the
+    message is rewritten to the flag the user typed.
     """
     for action in parser._actions:
         flags = [s for s in action.option_strings if s.startswith("--")]
         if flags:
-            pattern = rf"(?<![\w-]){re.escape(action.dest)}(?= must\b)"
+            field = rf"(?<![\w-]){re.escape(action.dest)}"
+            pattern = rf"{field}(?=(?: \([^)]*\))? must\b)"
             message = re.sub(pattern, flags[0], message)
     return message
 
