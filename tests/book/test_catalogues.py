@@ -18,12 +18,8 @@ def _read(path):
 
 
 @pytest.fixture(scope="module")
-def templates(book_tool, tmp_path_factory, site):
-    """Fresh .pot templates extracted from the current sources.
-
-    After the site's build (``site``), so that the figures' words come from the
-    build's cache instead of every figure being drawn again while the site builds.
-    """
+def templates(book_tool, tmp_path_factory):
+    """Fresh .pot templates extracted from the current sources."""
     return book_tool.gettext(tmp_path_factory.mktemp("gettext"))
 
 
