@@ -269,7 +269,7 @@ def test_waste_rejects_bad_input() -> None:
         reserved_slots(torch.tensor([3]), torch.tensor([2]), 4, 4)
     with pytest.raises(ValueError, match="must be >= 1"):
         reserved_slots(torch.tensor([0]), torch.tensor([2]), 4, 8)
-    with pytest.raises(ValueError, match="num_requests must be >= 1"):
+    with pytest.raises(ValueError, match="num_requests must be an int >= 1"):
         request_stream_waste(0, 8, 8, 4, 1, torch.Generator())
     with pytest.raises(ValueError, match="policy must be"):
         reserved_slots(torch.tensor([1]), torch.tensor([1]), 4, 8).used_fraction("x")

@@ -16,6 +16,8 @@ from collections.abc import Sequence
 
 import torch
 
+from aiinfra.infer.block_allocator import check_positive_ints
+
 
 def _check_table(name: str, table: Sequence[int], num_blocks: int) -> None:
     if any(not 0 <= int(b) < num_blocks for b in table):
@@ -46,15 +48,12 @@ class PagedKVCache:
         dtype: torch.dtype = torch.float32,
         device: torch.device | str = "cpu",
     ) -> None:
-        sizes = {
-            "num_blocks": num_blocks,
-            "block_size": block_size,
-            "num_kv_heads": num_kv_heads,
-            "head_dim": head_dim,
-        }
-        for name, value in sizes.items():
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        check_positive_ints(
+            num_blocks=num_blocks,
+            block_size=block_size,
+            num_kv_heads=num_kv_heads,
+            head_dim=head_dim,
+        )
         shape = (num_blocks, block_size, num_kv_heads, head_dim)  # (N_blk, B, G, d)
         self.k_cache = torch.zeros(shape, dtype=dtype, device=device)
         self.v_cache = torch.zeros(shape, dtype=dtype, device=device)

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import torch
 
+from aiinfra.infer.block_allocator import check_positive_ints
+
 
 def kv_bytes_per_token(
     num_layers: int, num_kv_heads: int, head_dim: int, dtype_bytes: int
@@ -32,15 +34,12 @@ def kv_bytes_per_token(
     Raises:
         ValueError: if an argument is below 1.
     """
-    args = {
-        "num_layers": num_layers,
-        "num_kv_heads": num_kv_heads,
-        "head_dim": head_dim,
-        "dtype_bytes": dtype_bytes,
-    }
-    for name, value in args.items():
-        if not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+    check_positive_ints(
+        num_layers=num_layers,
+        num_kv_heads=num_kv_heads,
+        head_dim=head_dim,
+        dtype_bytes=dtype_bytes,
+    )
     return 2 * num_layers * num_kv_heads * head_dim * dtype_bytes
 
 
@@ -148,15 +147,12 @@ def request_stream_waste(
     Raises:
         ValueError: if a count or length is below 1.
     """
-    args = {
-        "num_requests": num_requests,
-        "max_prompt_len": max_prompt_len,
-        "max_output_len": max_output_len,
-        "bytes_per_token": bytes_per_token,
-    }
-    for name, value in args.items():
-        if value < 1:
-            raise ValueError(f"{name} must be >= 1, got {value}")
+    check_positive_ints(
+        num_requests=num_requests,
+        max_prompt_len=max_prompt_len,
+        max_output_len=max_output_len,
+        bytes_per_token=bytes_per_token,
+    )
     prompt = torch.randint(1, max_prompt_len + 1, (num_requests,), generator=generator)
     output = torch.randint(1, max_output_len + 1, (num_requests,), generator=generator)
     report = reserved_slots(prompt, output, block_size, max_prompt_len + max_output_len)
