@@ -94,6 +94,14 @@ KINDS: dict[str, Kind] = {
     ),
     # Token loop, masked per-expert loop and grouped experts (moe.rst): CPU only.
     "moe": Kind("moe", ("aiinfra", "bench", "moe"), {"cpu": ()}),
+    # Greedy decoding with and without the KV cache, token by token (kv_cache.rst).
+    "decode": Kind("decode", ("aiinfra", "bench", "decode"), {"cpu": ()}),
+    # Prefill and decode steps against the CPU's roofs (metrics.rst).
+    "phases": Kind("phases", ("aiinfra", "bench", "phases"), {"cpu": ()}),
+    # Speculative decoding per drafted-token count k (speculative.rst).
+    "speculative": Kind(
+        "speculative", ("aiinfra", "bench", "speculative"), {"cpu": ()}
+    ),
 }
 CPU_BACKENDS = ("gloo", "cpu")
 # What ``nox -s gpu`` measures on one GPU (collectives need a node of several).

@@ -107,7 +107,8 @@ def verify(
         p: target probabilities at the ``k + 1`` positions, shape ``(B, k+1, V)``.
         q: draft probabilities at the first ``k``, shape ``(B, k, V)``.
         draft: the drafted tokens, ``draft[:, i] ~ q[:, i]``, shape ``(B, k)``.
-        generator: the random source of the coins and the last draw.
+        generator: the random source of the coins and the last draw, on the
+            device of ``p`` (a CUDA generator for CUDA tensors).
 
     Returns:
         ``(tokens, n)``: ``tokens`` of shape ``(B, k+1)`` holds the ``n[b]`` emitted
@@ -144,15 +145,15 @@ def verify(
     if (q_x <= 0).any():
         raise ValueError("draft tokens must have positive draft probability q(x)")
     p_x = p[:, :k].gather(-1, draft[..., None]).squeeze(-1)  # (B, k)
-    coins = torch.rand(B, k, generator=generator, dtype=p.dtype)
+    coins = torch.rand(B, k, generator=generator, dtype=p.dtype, device=p.device)
     accepted = coins * q_x < p_x  # u < p/q without dividing: accept iff u q(x) < p(x)
     n_acc = accepted.long().cumprod(dim=-1).sum(dim=-1)  # (B,): accepted prefix length
     q_pad = torch.cat([q, torch.zeros_like(q[:, :1])], dim=1)  # (B, k+1, V); q = 0 at k
-    rows = torch.arange(B)
+    rows = torch.arange(B, device=p.device)
     last_law = residual_distribution(p[rows, n_acc], q_pad[rows, n_acc])  # (B, V)
     last = torch.multinomial(last_law, 1, generator=generator).squeeze(-1)  # (B,)
-    tokens = torch.full((B, k + 1), -1, dtype=torch.long)
-    keep = torch.arange(k)[None] < n_acc[:, None]  # (B, k)
+    tokens = torch.full((B, k + 1), -1, dtype=torch.long, device=p.device)
+    keep = torch.arange(k, device=p.device)[None] < n_acc[:, None]  # (B, k)
     tokens[:, :k] = torch.where(keep, draft, tokens[:, :k])
     tokens[rows, n_acc] = last
     return tokens, n_acc + 1

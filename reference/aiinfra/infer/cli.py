@@ -1,0 +1,281 @@
+"""The inference chapter's commands: ``aiinfra bench decode`` and ``aiinfra serve``.
+
+``aiinfra bench decode`` times greedy decoding with and without the KV cache, token
+by token (:mod:`aiinfra.infer.decode_bench`), and stamps the result into
+``docs/_data/bench/decode-cpu.json`` (or ``--out``)::
+
+    aiinfra bench decode --new-tokens 512 --repeats 2
+
+``aiinfra serve`` runs the engine (:mod:`aiinfra.infer.engine`) behind an
+OpenAI-compatible HTTP API on 127.0.0.1 (:mod:`aiinfra.infer.server`)::
+
+    aiinfra serve --model tiny --port 8000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from aiinfra import results
+from aiinfra.clikit import Command, int_at_least, positive_float
+from aiinfra.infer import (
+    decode_bench,
+    distill_train,
+    phase_bench,
+    quant_eval,
+    serve_cli,
+    speculative_bench,
+)
+
+
+def add_bench_decode(parser: argparse.ArgumentParser) -> None:
+    """Flags of ``aiinfra bench decode``."""
+    add = parser.add_argument
+    d = decode_bench.DecodeBenchConfig()
+    add("--d-model", type=int_at_least(1), default=d.d_model, help="hidden width h")
+    add(
+        "--layers",
+        dest="n_layers",
+        type=int_at_least(1),
+        default=d.n_layers,
+        help="layers L",
+    )
+    add(
+        "--heads",
+        dest="n_heads",
+        type=int_at_least(1),
+        default=d.n_heads,
+        help="query heads H",
+    )
+    add(
+        "--kv-heads",
+        dest="n_kv_heads",
+        type=int_at_least(1),
+        default=d.n_kv_heads,
+        help="KV heads G",
+    )
+    add("--prompt-len", type=int_at_least(1), default=d.prompt_len, help="prompt T_0")
+    add(
+        "--new-tokens",
+        type=int_at_least(1),
+        default=d.new_tokens,
+        help="tokens to generate",
+    )
+    add("--batch", type=int_at_least(1), default=d.batch, help="sequences B")
+    add("--repeats", type=int_at_least(1), default=d.repeats, help="timed runs")
+    add("--threads", type=int_at_least(1), default=d.threads, help="torch threads")
+    add("--out", help="write the stamped JSON here (default: the book's file)")
+    add("--no-write", action="store_true", help="print only, write no file")
+    add("--json", action="store_true", help="print JSON, not text")
+
+
+def check_bench_decode(args: argparse.Namespace) -> decode_bench.DecodeBenchConfig:
+    """The run's config; its ValueError names the flag (exit status 2)."""
+    report_at = tuple(n for n in (32, 64, 128, 256, 512) if n < args.new_tokens)
+    return decode_bench.DecodeBenchConfig(
+        d_model=args.d_model,
+        n_layers=args.n_layers,
+        n_heads=args.n_heads,
+        n_kv_heads=args.n_kv_heads,
+        prompt_len=args.prompt_len,
+        new_tokens=args.new_tokens,
+        batch=args.batch,
+        repeats=args.repeats,
+        threads=args.threads,
+        report_at=(*report_at, args.new_tokens),
+    )
+
+
+def run_bench_decode(args: argparse.Namespace) -> int:
+    """Time both loops; print a table and stamp the file."""
+    cfg = check_bench_decode(args)
+    res = decode_bench.run_bench(cfg)
+    if not args.no_write:
+        path = decode_bench.write(res, args.out)
+        print(f"wrote {path}", file=sys.stderr)
+        res = decode_bench.load(path)
+    else:
+        res = {"stamp": results.machine_stamp(1, "cpu"), **res}
+    table = decode_bench.decode_bench_table(res)
+    print(table.to_json() if args.json else table.to_text())
+    return 0
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    """``1,2,4``: drafted-token counts, each >= 1."""
+    try:
+        values = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected integers separated by commas, e.g. 1,2,4, got {text!r}"
+        ) from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"each value must be >= 1, got {text!r}")
+    return values
+
+
+def add_bench_speculative(parser: argparse.ArgumentParser) -> None:
+    """Flags of ``aiinfra bench speculative``."""
+    add = parser.add_argument
+    d = speculative_bench.SpeculativeBenchConfig()
+    add("--ks", type=_ints, default=d.ks, help="drafted tokens per call, e.g. 1,2,4")
+    add("--new-tokens", type=int_at_least(1), default=d.new_tokens)
+    add("--prompts", type=int_at_least(1), default=d.prompts)
+    add("--repeats", type=int_at_least(1), default=d.repeats, help="timed runs")
+    add("--threads", type=int_at_least(1), default=d.threads, help="torch threads")
+    add("--target-steps", type=int_at_least(1), default=d.target_steps)
+    add("--draft-steps", type=int_at_least(1), default=d.draft_steps)
+    add("--temperature", type=positive_float, default=d.temperature)
+    add("--out", help="write the stamped JSON here (default: the book's file)")
+
+
+def run_bench_speculative(args: argparse.Namespace) -> int:
+    """Train a target and a draft, time speculative decoding per k, stamp it."""
+    cfg = speculative_bench.SpeculativeBenchConfig(
+        ks=tuple(args.ks),
+        new_tokens=args.new_tokens,
+        prompts=args.prompts,
+        repeats=args.repeats,
+        threads=args.threads,
+        target_steps=args.target_steps,
+        draft_steps=args.draft_steps,
+        temperature=args.temperature,
+    )
+    path = speculative_bench.stamp_speculative_bench(args.out, cfg)
+    print(f"wrote {path}", file=sys.stderr)
+    res = speculative_bench.load_speculative_bench(path)
+    print(json.dumps(res["rows"], indent=1))
+    return 0
+
+
+def add_quantize(parser: argparse.ArgumentParser) -> None:
+    """Flags of ``aiinfra quantize``."""
+    add = parser.add_argument
+    d = quant_eval.QuantEvalConfig()
+    add("--steps", type=int_at_least(1), default=d.steps, help="training steps")
+    add("--seed", type=int, default=d.seed, help="seed of the language and model")
+    add(
+        "--no-quantize-head",
+        action="store_true",
+        help="keep the output head in float (as GPTQ and AWQ do)",
+    )
+    add("--out", default=str(quant_eval.DEFAULT_PATH), help="the stamped JSON")
+
+
+def run_quantize(args: argparse.Namespace) -> int:
+    """Train the small model, quantize it every way, stamp the perplexities."""
+    cfg = quant_eval.QuantEvalConfig(
+        steps=args.steps, seed=args.seed, quantize_head=not args.no_quantize_head
+    )
+    path = quant_eval.stamp_quant_eval(args.out, cfg)
+    print(f"wrote {path}", file=sys.stderr)
+    res = json.loads(path.read_text())
+    print(f"floor (the language's own law): {res['floor_ppl']:.4f}")
+    for row in res["rows"]:
+        print(f"{row['key']:22s} ppl {row['ppl']:.4f}")
+    return 0
+
+
+def add_bench_phases(parser: argparse.ArgumentParser) -> None:
+    """Flags of ``aiinfra bench phases`` (each a field of the config)."""
+    add = parser.add_argument
+    d = phase_bench.PhaseBenchConfig()
+    add("--d-model", type=int_at_least(1), default=d.d_model, help="hidden width h")
+    add("--layers", dest="n_layers", type=int_at_least(1), default=d.n_layers)
+    add("--heads", dest="n_heads", type=int_at_least(1), default=d.n_heads)
+    add("--kv-heads", dest="n_kv_heads", type=int_at_least(1), default=d.n_kv_heads)
+    add("--d-ff", type=int_at_least(1), default=d.d_ff, help="MLP width")
+    add("--vocab", dest="vocab_size", type=int_at_least(1), default=d.vocab_size)
+    add(
+        "--prompt-lens", type=_ints, default=d.prompt_lens, help="prefill T, e.g. 16,64"
+    )
+    add("--batches", type=_ints, default=d.batches, help="decode B, e.g. 1,4,16")
+    add("--context", type=int_at_least(1), default=d.context, help="cached tokens")
+    add("--decode-steps", type=int_at_least(1), default=d.decode_steps)
+    add("--repeats", type=int_at_least(1), default=d.repeats, help="timed runs")
+    add("--threads", type=int_at_least(1), default=d.threads, help="torch threads")
+    add("--matmul-size", type=int_at_least(1), default=d.matmul_size)
+    add("--read-mib", type=int_at_least(1), default=d.read_mib)
+    add("--out", help="write the stamped JSON here (default: the book's file)")
+    add("--no-write", action="store_true", help="print only, write no file")
+    add("--json", action="store_true", help="print JSON, not text")
+
+
+def run_bench_phases(args: argparse.Namespace) -> int:
+    """Time prefill and decode steps and the CPU's roofs; print and stamp them."""
+    fields = phase_bench.PhaseBenchConfig.__dataclass_fields__
+    cfg = phase_bench.PhaseBenchConfig(**{k: getattr(args, k) for k in fields})
+    body = phase_bench.run_phase_bench(cfg, device="cpu")
+    if args.no_write:
+        res = {"stamp": results.machine_stamp(1, "cpu"), **body}
+    else:
+        path = phase_bench.stamp_phase_bench(body, args.out)
+        print(f"wrote {path}", file=sys.stderr)
+        res = phase_bench.load_phase_bench(path)
+    table = phase_bench.phase_bench_table(res)
+    print(table.to_json() if args.json else table.to_text())
+    return 0
+
+
+def add_distill(parser: argparse.ArgumentParser) -> None:
+    """Flags of ``aiinfra distill``."""
+    parser.add_argument(
+        "--out", default=str(distill_train.DEFAULT_PATH), help="the stamped JSON"
+    )
+
+
+def run_distill(args: argparse.Namespace) -> int:
+    """Train a teacher, then a student on labels and one by distillation; stamp."""
+    path = distill_train.stamp_distillation(args.out)
+    print(f"wrote {path}", file=sys.stderr)
+    res = distill_train.load_distillation(path)
+    print(json.dumps({k: v for k, v in res.items() if k != "curves"}, indent=1)[:2000])
+    return 0
+
+
+COMMANDS = (
+    Command(
+        "bench",
+        "decode",
+        "greedy decoding with and without the KV cache, timed token by token",
+        add_bench_decode,
+        run_bench_decode,
+    ),
+    Command(
+        "bench",
+        "phases",
+        "prefill and decode steps on the CPU against its matmul and memory roofs",
+        add_bench_phases,
+        run_bench_phases,
+    ),
+    Command(
+        "bench",
+        "speculative",
+        "speculative decoding on the CPU: acceptance, tokens per call, speed-up per k",
+        add_bench_speculative,
+        run_bench_speculative,
+    ),
+    Command(
+        "distill",
+        None,
+        "distil a small student from a teacher and from labels alone; stamp the losses",
+        add_distill,
+        run_distill,
+    ),
+    Command(
+        "quantize",
+        None,
+        "train a small model, quantize it (RTN, SmoothQuant, AWQ, GPTQ), stamp ppl",
+        add_quantize,
+        run_quantize,
+    ),
+    Command(
+        "serve",
+        None,
+        "serve a model with an OpenAI-compatible API on 127.0.0.1",
+        serve_cli.add_serve,
+        serve_cli.run_serve,
+    ),
+)

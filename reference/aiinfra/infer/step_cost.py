@@ -1,0 +1,110 @@
+"""The time of one serving step: a roofline cost model of a batch's forward pass.
+
+A serving GPU runs *steps*, one forward pass over the new tokens of every sequence in
+the batch: whole prompts or chunks of them (prefill) and one token per generating
+sequence (decode). A step's FLOPs are ``2 Psi_mm`` per new token for the matmuls
+(``Psi_mm``: the weights that enter a matmul, :func:`~aiinfra.models.flops.
+matmul_parameters`) plus ``4 L H d`` per pair of a query and a token it attends to;
+its compulsory bytes are every weight once, each sequence's cached keys and values
+once, and the new keys and values written. On a GPU of peak ``F`` FLOP/s and HBM
+bandwidth ``W`` the step takes at least ``max(FLOPs / F, bytes / W)`` (the roofline of
+Williams et al. 2009): a decode step of a small batch is bound by the weights' bytes,
+a prefill step by the FLOPs. The bound leaves out activations, the sampler and kernel
+launches; ``overhead`` adds a fixed time per step. :class:`LinearStepCost` is a toy
+cost for schedules worked by hand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from aiinfra.hardware import Gpu
+from aiinfra.models.config import TransformerConfig
+from aiinfra.models.flops import attention_flops_per_token, matmul_parameters
+from aiinfra.models.kv_cache_size import elements_per_token
+
+Chunk = tuple[
+    int, int
+]  # (a prompt's new tokens in this step, its tokens cached before)
+
+
+class StepCost(Protocol):
+    """Seconds one step takes."""
+
+    def __call__(
+        self, chunks: Sequence[Chunk], n_decode: int, decode_context: np.ndarray | int
+    ) -> np.ndarray | float:
+        """Time of a step of prompt ``chunks`` and ``n_decode`` decoding sequences.
+
+        Args:
+            chunks: ``(c, s)`` per prompt: ``c`` new tokens after ``s`` cached ones.
+            n_decode: sequences that decode one token each.
+            decode_context: tokens cached by those sequences, summed; an array
+                gives the times of a run of decode-only steps at once.
+
+        Returns:
+            Seconds (an array if ``decode_context`` is one).
+        """
+        ...
+
+
+@dataclass(frozen=True)
+class LinearStepCost:
+    """``fixed + per_token x (new tokens)`` seconds per step."""
+
+    fixed: float
+    per_token: float = 0.0
+
+    def __call__(
+        self, chunks: Sequence[Chunk], n_decode: int, decode_context: np.ndarray | int
+    ) -> np.ndarray | float:
+        """Time of a step: the cache does not count (see :class:`StepCost`)."""
+        tokens = sum(c for c, _ in chunks) + n_decode
+        return self.fixed + self.per_token * tokens + 0 * np.asarray(decode_context)
+
+
+class RooflineStepCost:
+    """Roofline time of one step of a dense model on one GPU (bf16 weights, cache).
+
+    Args:
+        config: a dense model (no mixture-of-experts layers).
+        gpu: its dense BF16 peak ``F`` and HBM bandwidth ``W``.
+        overhead: seconds added to every step, >= 0.
+
+    Raises:
+        ValueError: a mixture-of-experts model, or ``overhead`` < 0.
+    """
+
+    def __init__(
+        self, config: TransformerConfig, gpu: Gpu, overhead: float = 0.0
+    ) -> None:
+        if config.n_moe_layers:
+            raise ValueError("config must be a dense model (no mixture-of-experts)")
+        if not overhead >= 0:
+            raise ValueError(f"overhead must be >= 0 seconds, got {overhead!r}")
+        self.gpu, self.overhead = gpu, overhead
+        self.matmul_flops = 2 * matmul_parameters(config)  # per new token
+        self.weight_bytes = 2 * matmul_parameters(config)  # bf16, read once a step
+        self.pair_flops = attention_flops_per_token(config, 1) // 3  # forward: 4 L H d
+        self.kv_bytes = 2 * elements_per_token(config)  # per cached token, bf16
+
+    def __call__(
+        self, chunks: Sequence[Chunk], n_decode: int, decode_context: np.ndarray | int
+    ) -> np.ndarray | float:
+        """Roofline time of a step (see :class:`StepCost`)."""
+        # region step-cost
+        tokens, pairs, cached = n_decode, decode_context + n_decode, decode_context
+        for c, s in chunks:  # c new tokens after s cached: they attend s+1 ... s+c
+            tokens, cached = tokens + c, cached + s
+            pairs = pairs + c * s + c * (c + 1) // 2
+        flops = self.matmul_flops * tokens + self.pair_flops * pairs
+        moved = self.weight_bytes + self.kv_bytes * (cached + tokens)  # read + written
+        compute, memory = flops / self.gpu.bf16_flops, moved / self.gpu.hbm_bandwidth
+        # endregion
+        if isinstance(compute, np.ndarray):  # a run of decode steps
+            return np.maximum(compute, memory) + self.overhead
+        return max(compute, memory) + self.overhead
