@@ -1,0 +1,300 @@
+"""What ``docs/inference/speculative.rst`` shows: its values, tables and figures.
+
+The acceptance rule runs at build time on a toy target ``p`` and draft ``q`` over
+five tokens (20 000 rows at once, well under a second); the speed-up model is
+Leviathan et al.'s formula; the GPU figure is a roofline model from the datasheet
+(:mod:`aiinfra.hardware`); the CPU measurements are read from the stamped
+``docs/_data/bench/speculative-cpu.json`` (:mod:`aiinfra.infer.speculative_bench`).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+from matplotlib.figure import Figure
+
+from aiinfra.hardware import GPUS
+from aiinfra.infer.speculative import (
+    acceptance_rate,
+    expected_tokens_per_call,
+    residual_distribution,
+    verify,
+)
+from aiinfra.infer.speculative_bench import load_speculative_bench
+from aiinfra.models.params import count_parameters
+from aiinfra.models.presets import preset
+from aiinfra.report import Table
+
+SPEC_P = (0.4, 0.3, 0.1, 0.1, 0.1)  # the tests' toy laws: sum min(p, q) = 0.6
+SPEC_Q = (0.1, 0.2, 0.3, 0.2, 0.2)
+SPEC_ROWS = 20_000  # independent rounds simulated at once
+SPEC_K = 3  # drafted tokens per round in the simulation
+SPEC_SIM_KS = (1, 3, 6)  # simulated points of the tokens-per-call figure
+SPEC_ALPHAS = (0.5, 0.6, 0.7, 0.8, 0.9)  # curves of the tokens-per-call figure
+SPEC_COSTS = (0.05, 0.2, 0.5)  # cost ratios c of the speed-up figure
+SPEC_MODEL_ALPHA = 0.8  # alpha of the speed-up figure's model curves
+SPEC_GPU_MODEL = "llama-3-8b"  # the target of the GPU roofline figure
+
+
+def _laws() -> tuple[torch.Tensor, torch.Tensor]:
+    p = torch.tensor(SPEC_P, dtype=torch.float64)
+    return p, torch.tensor(SPEC_Q, dtype=torch.float64)
+
+
+def spec_alpha() -> float:
+    """``alpha = sum min(p, q)`` of the toy laws."""
+    return float(acceptance_rate(*_laws()))
+
+
+@functools.cache
+def _simulated(k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Drafts, emitted tokens and counts of ``SPEC_ROWS`` rounds on the toy laws."""
+    p, q = _laws()
+    g = torch.Generator().manual_seed(1)
+    qs = q[None, None].expand(SPEC_ROWS, k, 5)  # (n, k, V)
+    drafts = torch.multinomial(qs.reshape(-1, 5), 1, generator=g).reshape(-1, k)
+    tokens, count = verify(p[None, None].expand(SPEC_ROWS, k + 1, 5), qs, drafts, g)
+    return drafts, tokens, count
+
+
+def spec_simulated_tokens_per_call(k: int = SPEC_K) -> float:
+    """Mean tokens per round over the simulated rounds of the toy laws."""
+    return float(_simulated(k)[2].double().mean())
+
+
+def spec_expected_tokens(alpha: float, k: int) -> float:
+    """Leviathan et al.'s ``(1 - alpha^(k+1)) / (1 - alpha)``."""
+    return expected_tokens_per_call(alpha, k)
+
+
+def _speedup(alpha: float, k: int, c: float) -> float:
+    """Leviathan et al.'s wall-clock improvement ``E(alpha, k) / (k c + 1)``."""
+    return expected_tokens_per_call(alpha, k) / (k * c + 1)
+
+
+def spec_rule_figure() -> Figure:
+    """The toy laws, the accepted mass, the residual, and what the rule emits."""
+    p, q = _laws()
+    _, tokens, _ = _simulated(SPEC_K)
+    freq = torch.bincount(tokens[:, 0], minlength=5).double() / SPEC_ROWS
+    idx = torch.arange(5)
+    fig = Figure(figsize=(7.5, 2.6), layout="constrained")
+    a, b, c = fig.subplots(1, 3, sharey=True)
+    a.bar(idx - 0.2, p, 0.4, color="C0", label="target p")
+    a.bar(idx + 0.2, q, 0.4, color="C1", label="draft q")
+    a.set_title("the two laws", fontsize=9)
+    a.set_ylabel("probability")
+    a.legend(fontsize=7)
+    b.bar(idx, torch.minimum(p, q), color="0.6", label="min(p, q): accepted")
+    b.bar(
+        idx,
+        (p - q).clamp(min=0),
+        bottom=torch.minimum(p, q),
+        color="C3",
+        label="max(0, p - q)",
+    )
+    b.plot(
+        idx,
+        residual_distribution(p, q),
+        "D",
+        color="C3",
+        mfc="none",
+        label="residual, normalised",
+    )
+    b.set_title(f"accepted mass alpha = {spec_alpha():.2f}", fontsize=9)
+    b.legend(fontsize=7)
+    c.bar(idx - 0.2, p, 0.4, color="C0", label="target p")
+    c.bar(idx + 0.2, freq, 0.4, color="C2", label="emitted (simulated)")
+    c.set_title("first emitted token", fontsize=9)
+    c.legend(fontsize=7)
+    for ax in (a, b, c):
+        ax.set_xticks(idx)
+        ax.set_xlabel("token")
+    return fig
+
+
+def spec_chi2() -> float:
+    """Chi-square of the simulated first emitted tokens against ``p`` (4 d.o.f.)."""
+    p, _ = _laws()
+    counts = torch.bincount(_simulated(SPEC_K)[1][:, 0], minlength=5).double()
+    return float(((counts - SPEC_ROWS * p) ** 2 / (SPEC_ROWS * p)).sum())
+
+
+def _bench() -> dict:  # the stamped CPU run
+    return load_speculative_bench()
+
+
+def _measured() -> list[dict]:
+    """Per ``k``: alpha, tokens per call, speed-up measured and modelled."""
+    res = _bench()
+    step = res["baseline"]["seconds"] / res["baseline"]["tokens"]  # plain decoding
+    return [
+        {
+            "k": r["k"],
+            "alpha": r["alpha"],
+            "accepted": r["accepted"] / r["drafted"],
+            "per_call": r["emitted"] / r["calls"],
+            "formula": expected_tokens_per_call(r["alpha"], r["k"]),
+            "speedup": res["baseline"]["seconds"] / r["seconds"],
+            "model": _speedup(r["alpha"], r["k"], spec_cost_ratio()),
+            "round": r["seconds"] / r["calls"] / step,  # in plain decode steps
+        }
+        for r in res["rows"]
+    ]
+
+
+def spec_cost_ratio() -> float:
+    """The measured ``c``: the draft's forward pass over the target's (one token)."""
+    f = _bench()["forward_ms"]
+    return f["draft_1"] / f["target_1"]
+
+
+def spec_measured(k: int, column: str) -> float:
+    """One measured value at ``k``: ``alpha``, ``per_call``, ``speedup``, ...
+
+    Raises:
+        ValueError: no row at ``k``.
+    """
+    for row in _measured():
+        if row["k"] == k:
+            return row[column]
+    raise ValueError(f"no measured row at k = {k}")
+
+
+def spec_effective_cost(k: int) -> float:
+    """The ``c`` that makes a round cost what it measured: ``(round - 1) / k``."""
+    return (spec_measured(k, "round") - 1) / k
+
+
+def spec_bench_load() -> float:
+    """The machine's load (1 min) when the CPU measurement was stamped."""
+    return _bench()["stamp"]["load_1min"]
+
+
+def spec_best_k() -> int:
+    """The ``k`` of the largest measured speed-up."""
+    return max(_measured(), key=lambda r: r["speedup"])["k"]
+
+
+def spec_bench_table() -> Table:
+    """The stamped CPU measurements, with the formula and the model beside them."""
+    digits = {"alpha": 3, "accepted": 3}  # the others: 2
+    rows = [[round(v, digits.get(n, 2)) for n, v in r.items()] for r in _measured()]
+    res = _bench()
+    st, cfg, f = res["stamp"], res["config"], res["forward_ms"]
+    stamp = (
+        f"target h = {cfg['target_width']}, L = {cfg['target_layers']}; draft "
+        f"h = {cfg['draft_width']}, L = {cfg['draft_layers']}; V = {cfg['vocab']}; "
+        f"forward {f['target_1']:.2f} ms and {f['draft_1']:.2f} ms (c = "
+        f"{spec_cost_ratio():.2f}); {cfg['repeats']} x {cfg['prompts']} prompts of "
+        f"{cfg['new_tokens']} tokens, T = {cfg['temperature']}; {st['threads']} "
+        f"thread on {st['cpu']}, load {st['load_1min']}; torch {st['torch']}; "
+        f"{st['date']}"
+    )
+    return Table(
+        ["k", "alpha", "accepted / drafted", "tokens per call"]
+        + ["formula", "speed-up", "model", "round cost"],
+        rows,
+        "Measured on the CPU; formula: (1 - alpha^(k+1)) / (1 - alpha) at the "
+        "measured alpha; model: the formula divided by (k c + 1); round cost: "
+        "the measured time of a round in plain decoding steps (the model: k c + 1).",
+        stamp,
+    )
+
+
+def spec_tokens_figure() -> Figure:
+    """Expected tokens per call against ``k``: formula, simulation, CPU run."""
+    ks = list(range(1, 11))
+    fig = Figure(figsize=(5.5, 3), layout="constrained")
+    ax = fig.add_subplot()
+    for alpha in SPEC_ALPHAS:
+        ax.plot(
+            ks,
+            [expected_tokens_per_call(alpha, k) for k in ks],
+            label=f"alpha = {alpha}",
+        )
+    sim = [spec_simulated_tokens_per_call(k) for k in SPEC_SIM_KS]
+    ax.plot(SPEC_SIM_KS, sim, "kx", label="simulated, alpha = 0.6")
+    m = _measured()
+    ax.plot(
+        [r["k"] for r in m],
+        [r["per_call"] for r in m],
+        "ko",
+        mfc="none",
+        label="measured on the CPU",
+    )
+    ax.set_xlabel("drafted tokens k")
+    ax.set_ylabel("tokens per target call")
+    ax.legend(fontsize=7, ncol=2)
+    return fig
+
+
+def spec_speedup_figure() -> Figure:
+    """Leviathan et al.'s speed-up against ``k``, and the CPU measurement."""
+    ks = list(range(1, 11))
+    fig = Figure(figsize=(5.5, 3), layout="constrained")
+    ax = fig.add_subplot()
+    for c in SPEC_COSTS:
+        ax.plot(
+            ks,
+            [_speedup(SPEC_MODEL_ALPHA, k, c) for k in ks],
+            label=f"model, alpha = {SPEC_MODEL_ALPHA}, c = {c}",
+        )
+    m = _measured()
+    ax.plot(
+        [r["k"] for r in m],
+        [r["model"] for r in m],
+        "k--",
+        label="model at the run's alpha, forward-pass c",
+    )
+    ax.plot([r["k"] for r in m], [r["speedup"] for r in m], "ko", label="measured")
+    ax.axhline(1, color="k", lw=0.5)
+    ax.set_xlabel("drafted tokens k")
+    ax.set_ylabel("speed-up over plain decoding")
+    ax.legend(fontsize=7)
+    return fig
+
+
+def spec_gpu_step_ms(tokens: int, gpu: str = "H100") -> float:
+    """Roofline time of one bf16 forward pass of ``tokens`` tokens, batch 1, ms.
+
+    Reads every weight once (``2 Psi`` bytes) and does ``2 Psi`` FLOPs per token;
+    attention over the cache is left out (short contexts).
+    """
+    psi = count_parameters(preset(SPEC_GPU_MODEL)).total
+    g = GPUS[gpu]
+    return 1e3 * max(2 * psi * tokens / g.bf16_flops, 2 * psi / g.hbm_bandwidth)
+
+
+def spec_gpu_ridge_tokens(gpu: str = "H100") -> float:
+    """Tokens per forward pass at which the weights' matmuls become compute-bound."""
+    return GPUS[gpu].ridge
+
+
+def spec_gpu_figure() -> Figure:
+    """Cost of a forward pass of ``n`` tokens over one token: H100 model, CPU run."""
+    ns = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
+    fig = Figure(figsize=(5.5, 2.8), layout="constrained")
+    ax = fig.add_subplot()
+    one = spec_gpu_step_ms(1)
+    ax.plot(
+        ns,
+        [spec_gpu_step_ms(n) / one for n in ns],
+        "o-",
+        label=f"H100, {SPEC_GPU_MODEL}, bf16 (roofline model)",
+    )
+    f = _bench()["forward_ms"]
+    cpu = sorted((int(key.split("_")[1]), v) for key, v in f.items() if "target" in key)
+    ax.plot(
+        [n for n, _ in cpu],
+        [v / f["target_1"] for n, v in cpu],
+        "s-",
+        label="CPU, the bench's target (measured)",
+    )
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log", base=2)
+    ax.set_xlabel("tokens in one forward pass (k + 1)")
+    ax.set_ylabel("time / one-token time")
+    ax.legend(fontsize=7)
+    return fig
