@@ -69,8 +69,16 @@ def start_site_build() -> None:
         return
     log = open(ROOT / ".tmp" / "site-build.log", "w+", encoding="utf-8")  # noqa: SIM115
     cmd = [sys.executable, str(ROOT / "tools" / "book.py"), "build", "--fresh"]
+    # Two builds and the tests share two cores: torch's intra-op threads would
+    # spin against each other, so each build computes on one.
+    env = dict(os.environ, OMP_NUM_THREADS="1")
     proc = subprocess.Popen(
-        cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        cmd,
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     _BACKGROUND.update(proc=proc, log=log)
 

@@ -12,7 +12,6 @@ the result into ``docs/_data/bench/decode-cpu.json``.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -170,11 +169,7 @@ def speedup(res: dict[str, Any], n: int) -> float:
 
 def write(body: dict[str, Any], path: str | Path | None = None) -> Path:
     """Stamp ``body`` (machine, date, versions) and write it; returns the path."""
-    out = Path(path) if path is not None else results.data_dir() / FILE
-    out.parent.mkdir(parents=True, exist_ok=True)
-    stamped = {"stamp": results.machine_stamp(1, "cpu"), **body}
-    out.write_text(json.dumps(stamped, indent=1) + "\n")
-    return out
+    return results.write("decode", body, backend="cpu", world_size=1, path=path)
 
 
 def load(path: str | Path | None = None) -> dict[str, Any]:
@@ -183,12 +178,7 @@ def load(path: str | Path | None = None) -> dict[str, Any]:
     Raises:
         FileNotFoundError: no file; the message names the command that writes it.
     """
-    file = Path(path) if path is not None else results.data_dir() / FILE
-    if not file.is_file():
-        raise FileNotFoundError(
-            f"no decode timings at {file}: run `aiinfra bench decode`"
-        )
-    return json.loads(file.read_text())
+    return results.load("decode", "cpu", path)
 
 
 def decode_bench_table(res: dict[str, Any]) -> Table:

@@ -33,26 +33,15 @@ Importing this module works without Triton; calling the kernel does not.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor
 
 from aiinfra.infer.paged_attention import PagedKVCache
+from aiinfra.triton_support import import_triton
 
-try:
-    import triton
-    import triton.language as tl
-
-    HAS_TRITON = True
-    jit = triton.jit
-except ImportError:  # the rest of the package must not need Triton
-    triton = tl = None
-    HAS_TRITON = False
-
-    def jit(fn: Callable) -> Callable:
-        """Stand-in for ``triton.jit``, so that the kernel below can be defined."""
-        return fn
+triton, tl, jit, HAS_TRITON = import_triton()
 
 
 @jit

@@ -15,7 +15,6 @@ writes them to ``docs/_data/bench/phases-cpu.json``. Notation: ``T`` prompt toke
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -257,11 +256,7 @@ def run_phase_bench(
 
 def stamp_phase_bench(body: dict[str, Any], path: str | Path | None = None) -> Path:
     """Stamp ``body`` (machine, date, versions) and write it; returns the path."""
-    out = Path(path) if path is not None else results.data_dir() / FILE
-    out.parent.mkdir(parents=True, exist_ok=True)
-    stamped = {"stamp": results.machine_stamp(1, "cpu"), **body}
-    out.write_text(json.dumps(stamped, indent=1) + "\n")
-    return out
+    return results.write("phases", body, backend="cpu", world_size=1, path=path)
 
 
 def load_phase_bench(path: str | Path | None = None) -> dict[str, Any]:
@@ -270,10 +265,7 @@ def load_phase_bench(path: str | Path | None = None) -> dict[str, Any]:
     Raises:
         FileNotFoundError: no file; the message names the command that writes it.
     """
-    file = Path(path) if path is not None else results.data_dir() / FILE
-    if not file.is_file():
-        raise FileNotFoundError(f"no timings at {file}: run `aiinfra bench phases`")
-    return json.loads(file.read_text())
+    return results.load("phases", "cpu", path)
 
 
 def phase_bench_table(res: dict[str, Any]) -> Table:

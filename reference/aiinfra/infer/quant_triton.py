@@ -35,20 +35,9 @@ from aiinfra.infer.quant import QuantizedLinear, check_float_tensor
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.kv_cache_size import elements_per_token
 from aiinfra.models.params import count_parameters
+from aiinfra.triton_support import import_triton
 
-try:
-    import triton
-    import triton.language as tl
-
-    HAS_TRITON = True
-    jit = triton.jit
-except ImportError:  # the rest of the package must not need Triton
-    triton = tl = None
-    HAS_TRITON = False
-
-    def jit(fn):
-        """Stand-in for ``triton.jit``, so that the kernel below can be defined."""
-        return fn
+triton, tl, jit, HAS_TRITON = import_triton()
 
 
 @jit

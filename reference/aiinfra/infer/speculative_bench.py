@@ -16,7 +16,6 @@ the cost ratio ``c`` of Leviathan et al. 2023 (Sec. 3.3).
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from aiinfra import results
 from aiinfra.infer.distill_train import (
     DistillRunConfig,
     markov_language,
@@ -35,7 +35,6 @@ from aiinfra.infer.speculative import _law, acceptance_rate
 from aiinfra.infer.speculative_cached import speculative_generate_cached
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.transformer import Transformer
-from aiinfra.results import data_dir, machine_stamp
 
 FILE = "speculative-cpu.json"
 SEQ_LEN = 32  # tokens per training sequence
@@ -252,11 +251,10 @@ def stamp_speculative_bench(
         cfg: the experiment (default: the book's).
     """
     body = run_speculative_bench(cfg)
-    out = Path(path) if path is not None else data_dir() / FILE
-    out.parent.mkdir(parents=True, exist_ok=True)
-    stamp = machine_stamp(1, "cpu") | {"threads": body["config"]["threads"]}
-    out.write_text(json.dumps({"stamp": stamp, **body}, indent=1) + "\n")
-    return out
+    threads = {"threads": body["config"]["threads"]}
+    return results.write(
+        "speculative", body, backend="cpu", world_size=1, path=path, extra_stamp=threads
+    )
 
 
 def load_speculative_bench(path: str | Path | None = None) -> dict[str, Any]:
@@ -265,10 +263,4 @@ def load_speculative_bench(path: str | Path | None = None) -> dict[str, Any]:
     Raises:
         FileNotFoundError: no file; the message names the command that makes it.
     """
-    file = Path(path) if path is not None else data_dir() / FILE
-    if not file.is_file():
-        raise FileNotFoundError(
-            f"no speculative-decoding timings at {file}: run "
-            f"`aiinfra bench speculative --out {file}`"
-        )
-    return json.loads(file.read_text())
+    return results.load("speculative", "cpu", path)

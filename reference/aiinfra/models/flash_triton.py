@@ -31,20 +31,9 @@ import torch
 from torch import Tensor
 
 from aiinfra.models.flash_attention import check_attention_inputs
+from aiinfra.triton_support import import_triton
 
-try:
-    import triton
-    import triton.language as tl
-
-    HAS_TRITON = True
-    jit = triton.jit
-except ImportError:  # the rest of the package must not need Triton
-    triton = tl = None
-    HAS_TRITON = False
-
-    def jit(fn):
-        """Stand-in for ``triton.jit``, so that the kernel below can be defined."""
-        return fn
+triton, tl, jit, HAS_TRITON = import_triton()
 
 
 @jit

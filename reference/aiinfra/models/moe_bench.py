@@ -13,7 +13,6 @@ repeat is kept (the least disturbed);
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -114,11 +113,7 @@ def run_bench(cfg: MoEBenchConfig, generator: torch.Generator | None = None) -> 
 
 def write(body: dict, path: str | Path | None = None) -> Path:
     """Stamp ``body`` (machine, date, versions) and write it; returns the path."""
-    out = Path(path) if path is not None else results.data_dir() / FILE
-    out.parent.mkdir(parents=True, exist_ok=True)
-    stamped = {"stamp": results.machine_stamp(1, "cpu"), **body}
-    out.write_text(json.dumps(stamped, indent=1) + "\n")
-    return out
+    return results.write("moe", body, backend="cpu", world_size=1, path=path)
 
 
 def load(path: str | Path | None = None) -> dict:
@@ -127,10 +122,7 @@ def load(path: str | Path | None = None) -> dict:
     Raises:
         FileNotFoundError: no file; the message names the command that writes it.
     """
-    file = Path(path) if path is not None else results.data_dir() / FILE
-    if not file.is_file():
-        raise FileNotFoundError(f"no MoE timings at {file}: run `aiinfra bench moe`")
-    return json.loads(file.read_text())
+    return results.load("moe", "cpu", path)
 
 
 def moe_bench_table(res: dict) -> Table:
