@@ -76,12 +76,50 @@ WALK_JS = """async () => {
 }"""
 
 
-def walk(page, url: str) -> list[dict]:
-    """Open a deck and walk it; ``page`` is a Playwright page (1280x720)."""
+def _open(page, url: str) -> None:
     page.goto(url)
     page.wait_for_function("window.Reveal && Reveal.isReady()", timeout=30_000)
     page.wait_for_timeout(300)
+
+
+def walk(page, url: str) -> list[dict]:
+    """Open a deck and walk it; ``page`` is a Playwright page (1280x720)."""
+    _open(page, url)
     return page.evaluate(WALK_JS)
+
+
+def walk_many(browser, urls: list[str], pages: int = 2) -> dict[str, list[dict]]:
+    """Walk several decks, ``pages`` at a time: ``{url: walk(page, url)}``.
+
+    Each page renders in its own process, so on two cores two decks are walked at
+    once: a walk is started without waiting for it, and the pages are waited on in
+    the order their walks began.
+    """
+    start = (
+        "() => { window.__walk = null;"
+        f" ({WALK_JS})().then(r => {{ window.__walk = r; }}); }}"
+    )
+    opened = [
+        browser.new_page(viewport={"width": 1280, "height": 720})
+        for _ in range(max(1, min(pages, len(urls))))
+    ]
+    out: dict[str, list[dict]] = {}
+    todo, running = list(urls), []
+    try:
+        while todo or running:
+            while todo and len(running) < len(opened):
+                page = next(p for p in opened if all(p is not q for q, _ in running))
+                url = todo.pop(0)
+                _open(page, url)
+                page.evaluate(start)
+                running.append((page, url))
+            page, url = running.pop(0)
+            page.wait_for_function("() => window.__walk !== null", timeout=600_000)
+            out[url] = page.evaluate("() => window.__walk")
+    finally:
+        for page in opened:
+            page.close()
+    return out
 
 
 def main() -> None:  # pragma: no cover - a tool for looking

@@ -20,7 +20,7 @@ import pytest
 
 from .chromium import _missing
 from .conftest import CHAPTERS, DOCS, label
-from .deck_walk import walk
+from .deck_walk import walk_many
 
 pytestmark = [
     pytest.mark.browser,
@@ -32,17 +32,22 @@ MIN_FIGURE_TEXT_PX = 18  # of a 1280x720 slide: 27 px on a 1080p projector
 
 @pytest.fixture(scope="module")
 def decks(browser, server):
-    """Each deck walked once: ``decks(chapter, lang)`` -> one record per slide."""
+    """Each deck walked once: ``decks(chapter, lang)`` -> one record per slide.
+
+    The first call walks every deck of every language, two at a time (each page
+    renders in its own process: on two cores, two decks in the time of one).
+    """
     walked: dict[tuple[str, str], list[dict]] = {}
 
     def get(chapter: str, lang: str) -> list[dict]:
-        if (chapter, lang) not in walked:
-            page = browser.new_page(viewport={"width": 1280, "height": 720})
-            try:
-                url = f"{server}/slides/{lang}/{chapter}/index.html"
-                walked[chapter, lang] = walk(page, url)
-            finally:
-                page.close()
+        if not walked:
+            urls = {
+                (c, lg): f"{server}/slides/{lg}/{c}/index.html"
+                for c in CHAPTERS
+                for lg in LANGS
+            }
+            records = walk_many(browser, list(urls.values()))
+            walked.update({key: records[url] for key, url in urls.items()})
         return walked[chapter, lang]
 
     return get
