@@ -263,4 +263,4 @@ def test_chapter_commands_are_found_without_a_list():
     n_commands = sum(
         len(importlib.import_module(m).COMMANDS) for m in cli.chapter_clis()
     )
-    assert len(cli.commands()) == n_commands == 15  # 9 + 6 of the inference chapter
+    assert len(cli.commands()) == n_commands == 16  # 9 + 7 of the inference chapter

@@ -82,17 +82,19 @@ def test_nox_gets_one_command_per_kind_and_machine():
         "moe",
         "decode",
         "phases",
+        "engine",
         "speculative",
     ]
     outs = [c[c.index("--out") + 1] for c in cpu]
     # The benchmarks with their own writers read the very file nox tells them to
     # write.
-    from aiinfra.infer import decode_bench, phase_bench, speculative_bench
+    from aiinfra.infer import decode_bench, engine_bench, phase_bench, speculative_bench
     from aiinfra.models import moe_bench
 
     for i, module in ((5, moe_bench), (6, decode_bench), (7, phase_bench)):
         assert outs[i] == str(results.data_dir() / module.FILE)
-    assert outs[8] == str(results.data_dir() / speculative_bench.FILE)
+    assert outs[8] == str(results.data_dir() / engine_bench.FILE)
+    assert outs[9] == str(results.data_dir() / speculative_bench.FILE)
     assert outs[1].endswith("ring-gloo.json") and "--repeats" in cpu[1]
     assert all(o.endswith(("-gloo.json", "-cpu.json")) for o in outs)
     gpu = results.commands(results.GPU_RUNS)

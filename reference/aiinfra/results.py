@@ -98,6 +98,8 @@ KINDS: dict[str, Kind] = {
     "decode": Kind("decode", ("aiinfra", "bench", "decode"), {"cpu": ()}),
     # Prefill and decode steps against the CPU's roofs (metrics.rst).
     "phases": Kind("phases", ("aiinfra", "bench", "phases"), {"cpu": ()}),
+    # The engine: batch sweep, static against continuous, prefix caching (engine.rst).
+    "engine": Kind("engine", ("aiinfra", "bench", "engine"), {"cpu": ()}),
     # Speculative decoding per drafted-token count k (speculative.rst).
     "speculative": Kind(
         "speculative", ("aiinfra", "bench", "speculative"), {"cpu": ()}

@@ -75,22 +75,26 @@ def test_preemption_by_recomputation(model):
     # feeds tokens 4..8 back. Token 5 takes a block each (pool empty); token 7 of A
     # finds none, so B (admitted last) is preempted once. A ends at iteration 6, B
     # prefills its 3 + 4 tokens again at 7 and ends at 8.
-    eng = Engine(model, num_blocks=6, block_size=2)
-    params = SamplingParams(max_tokens=6)
-    a = eng.add_request([1, 2, 3], params)
-    b = eng.add_request([4, 5, 6], params)
-    while eng.has_unfinished():
-        eng.step()
-    assert (eng.scheduler.num_preemptions, a.num_preemptions, b.num_preemptions) == (
-        1,
-        0,
-        1,
-    )
-    assert eng.num_steps == 8
-    assert eng.batch_tokens[6] == 7  # B's recomputation: prompt + 4 outputs
-    assert a.output == greedy_reference(model, [1, 2, 3], 6)
-    assert b.output == greedy_reference(model, [4, 5, 6], 6)
-    assert eng.scheduler.allocator.num_free_blocks == 6
+    # With prefix caching, B's first two blocks (freed last, so evicted last) still
+    # hold its first 4 tokens when it comes back: it recomputes only 3 of its 7.
+    for caching, recomputed in ((False, 7), (True, 3)):
+        eng = Engine(model, num_blocks=6, block_size=2, enable_prefix_caching=caching)
+        params = SamplingParams(max_tokens=6)
+        a = eng.add_request([1, 2, 3], params)
+        b = eng.add_request([4, 5, 6], params)
+        while eng.has_unfinished():
+            eng.step()
+        assert (
+            eng.scheduler.num_preemptions,
+            a.num_preemptions,
+            b.num_preemptions,
+        ) == (1, 0, 1)
+        assert eng.num_steps == 8
+        assert eng.batch_tokens[6] == recomputed  # B's prompt + 4 outputs, less hits
+        assert eng.scheduler.num_cached_tokens == 7 - recomputed
+        assert a.output == greedy_reference(model, [1, 2, 3], 6)
+        assert b.output == greedy_reference(model, [4, 5, 6], 6)
+        assert eng.scheduler.allocator.num_free_blocks == 6
 
 
 def test_continuous_batching_short_request_overtakes(model):

@@ -112,12 +112,40 @@ class BlockAllocator:
         self._hash_of[table[logical]] = h
         self._cached.setdefault(h, table[logical])
 
-    def allocate(self, seq_id: int, token_ids: Sequence[int]) -> list[int]:
+    def cached_prefix(self, token_ids: Sequence[int]) -> list[int]:
+        """The cached blocks that hold the longest prefix of ``token_ids`` (no change).
+
+        Only full blocks count, matched by the hash chain of their tokens; an empty
+        list when prefix caching is off.
+        """
+        tokens, b = [int(t) for t in token_ids], self.block_size
+        blocks: list[int] = []
+        parent: int | None = None
+        for i in range(len(tokens) // b if self.enable_prefix_caching else 0):
+            parent = block_hash(parent, tokens[i * b : (i + 1) * b])
+            if parent not in self._cached:
+                break
+            blocks.append(self._cached[parent])
+        return blocks
+
+    def blocks_to_take(self, blocks: Sequence[int]) -> int:
+        """Free blocks that reusing cached ``blocks`` would take from the pool."""
+        return sum(1 for p in blocks if self.ref_counts[p] == 0)
+
+    def allocate(
+        self,
+        seq_id: int,
+        token_ids: Sequence[int],
+        max_cached_blocks: int | None = None,
+    ) -> list[int]:
         """Give a new sequence the blocks for its prompt, reusing cached full blocks.
 
         Args:
             seq_id: a sequence id without a block table.
             token_ids: the prompt (at least one token id).
+            max_cached_blocks: reuse at most this many cached blocks (an engine
+                recomputes a prompt's last token to get its logits, so it never
+                reuses the block that holds it); ``None``: no limit.
 
         Returns:
             The block table (physical block ids, one per ``B`` tokens, rounded up).
@@ -132,15 +160,9 @@ class BlockAllocator:
             raise ValueError("token_ids must hold at least one token")
         b = self.block_size
         n_blocks = -(-len(tokens) // b)
-        plan: list[int | None] = []  # a cached physical block, or None for a new one
-        parent: int | None = None
-        for i in range(len(tokens) // b):
-            if not self.enable_prefix_caching:
-                break
-            parent = block_hash(parent, tokens[i * b : (i + 1) * b])
-            if parent not in self._cached:
-                break
-            plan.append(self._cached[parent])
+        plan: list[int | None] = list(self.cached_prefix(tokens))  # None: a new block
+        if max_cached_blocks is not None:
+            plan = plan[:max_cached_blocks]
         n_cached = len(plan)
         plan += [None] * (n_blocks - n_cached)
         needed = sum(1 for p in plan if p is None or self.ref_counts[p] == 0)

@@ -23,6 +23,7 @@ from aiinfra.clikit import Command, int_at_least, positive_float
 from aiinfra.infer import (
     decode_bench,
     distill_train,
+    engine_bench,
     phase_bench,
     quant_eval,
     serve_cli,
@@ -103,8 +104,57 @@ def run_bench_decode(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_bench_engine(parser: argparse.ArgumentParser) -> None:
+    """Flags of ``aiinfra bench engine``."""
+    add = parser.add_argument
+    d = engine_bench.EngineBenchConfig()
+    add("--requests", type=int_at_least(1), default=d.requests, help="requests")
+    add(
+        "--batch-sizes",
+        type=_ints,
+        default=d.batch_sizes,
+        help="max_num_seqs of the sweep, increasing, e.g. 1,4,16",
+    )
+    add(
+        "--static-batch",
+        type=int_at_least(1),
+        default=d.static_batch,
+        help="group size of static batching (and of its continuous twin)",
+    )
+    add("--prompt-max", type=int_at_least(1), default=d.prompt_max)
+    add("--output-max", type=int_at_least(1), default=d.output_max)
+    add("--threads", type=int_at_least(1), default=d.threads, help="torch threads")
+    add("--out", help="write the stamped JSON here (default: the book's file)")
+    add("--no-write", action="store_true", help="print only, write no file")
+    add("--json", action="store_true", help="print JSON, not text")
+
+
+def run_bench_engine(args: argparse.Namespace) -> int:
+    """Serve the sweep, static and continuous, and prefix caching; print, stamp."""
+    cfg = engine_bench.EngineBenchConfig(
+        requests=args.requests,
+        batch_sizes=args.batch_sizes,
+        static_batch=args.static_batch,
+        prompt_max=args.prompt_max,
+        prompt_min=min(engine_bench.EngineBenchConfig.prompt_min, args.prompt_max),
+        output_max=args.output_max,
+        output_min=min(engine_bench.EngineBenchConfig.output_min, args.output_max),
+        threads=args.threads,
+    )
+    res = engine_bench.run_bench(cfg)
+    if not args.no_write:
+        path = engine_bench.write(res, args.out)
+        print(f"wrote {path}", file=sys.stderr)
+        res = engine_bench.load(path)
+    else:
+        res = {"stamp": results.machine_stamp(1, "cpu"), **res}
+    table = engine_bench.engine_table(res)
+    print(table.to_json() if args.json else table.to_text())
+    return 0
+
+
 def _ints(text: str) -> tuple[int, ...]:
-    """``1,2,4``: drafted-token counts, each >= 1."""
+    """``1,2,4``: counts (drafted tokens, batch sizes), each >= 1."""
     try:
         values = tuple(int(v) for v in text.split(","))
     except ValueError:
@@ -242,6 +292,13 @@ COMMANDS = (
         "greedy decoding with and without the KV cache, timed token by token",
         add_bench_decode,
         run_bench_decode,
+    ),
+    Command(
+        "bench",
+        "engine",
+        "the engine on the CPU: batch sweep, static vs continuous, prefix caching",
+        add_bench_engine,
+        run_bench_engine,
     ),
     Command(
         "bench",

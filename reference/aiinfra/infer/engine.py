@@ -6,10 +6,13 @@ over a stream of requests. Each :meth:`Engine.step` is one iteration: the
 fit the token budget and the free KV blocks (preempting by recomputation when a
 decode finds none), the model runs each chunk, and every sequence whose chunk reached
 its last token gets a new token, drawn by :func:`~aiinfra.infer.sampling.next_token`
-with the request's own generator. The keys and values live in one
-:class:`~aiinfra.models.attention.KVCache` per sequence and layer, filled one
-sequence at a time: the allocator decides what runs, the model computes it. Each
-request keeps its arrival, first-token and finish times (TTFT and TPOT).
+with the request's own generator. The whole iteration is one forward pass of the
+:class:`~aiinfra.infer.model_runner.PagedModelRunner`: every sequence's new tokens
+packed together, the keys and values in the blocks the allocator handed out, so
+the blocks that decide admission are the memory the model reads. With prefix
+caching, a prompt that starts with the full blocks of an earlier one reuses their
+keys and values. Each request keeps its arrival, first-token and finish times (TTFT
+and TPOT).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from dataclasses import dataclass
 import torch
 
 from aiinfra.infer.block_allocator import BlockAllocator
+from aiinfra.infer.model_runner import Chunk, PagedModelRunner
 from aiinfra.infer.sampling import next_token
 from aiinfra.infer.scheduler import (
     RequestError,
@@ -53,11 +57,13 @@ class Engine:
         max_num_seqs: sequences running at once.
         max_num_batched_tokens: tokens per iteration.
         chunked_prefill: split long prompts over iterations.
+        enable_prefix_caching: reuse the cached blocks of a shared prompt prefix.
         clock: the time source of the timestamps (seconds).
 
     Raises:
         TypeError: ``model`` is not a :class:`Transformer`.
-        ValueError: a size is not an int >= 1.
+        ValueError: a size is not an int >= 1, or the model's attention is
+            multi-head latent attention (the runner caches keys and values).
     """
 
     def __init__(
@@ -68,15 +74,17 @@ class Engine:
         max_num_seqs: int = 8,
         max_num_batched_tokens: int = 64,
         chunked_prefill: bool = True,
+        enable_prefix_caching: bool = True,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not isinstance(model, Transformer):
             raise TypeError(f"model must be an aiinfra Transformer, got {type(model)}")
         self.model, self.clock = model, clock
-        allocator = BlockAllocator(num_blocks, block_size, enable_prefix_caching=False)
+        allocator = BlockAllocator(num_blocks, block_size, enable_prefix_caching)
         self.scheduler = Scheduler(
             allocator, max_num_seqs, max_num_batched_tokens, chunked_prefill
         )
+        self.runner = PagedModelRunner(model, num_blocks, block_size)
         self.requests: dict[str, SequenceState] = {}
         self.num_steps, self.batch_tokens = 0, []  # tokens run by each step
         self._next_id = 0
@@ -167,21 +175,28 @@ class Engine:
     @torch.no_grad()
     def step(self) -> list[StepOutput]:
         """Run one iteration: schedule, run each chunk through the model, sample."""
-        batch = self.scheduler.schedule()
+        s = self.scheduler
+        # region step
+        batch = s.schedule()  # [(sequence, new tokens)], blocks reserved
+        for src, dst in s.copies:  # copy-on-write of shared blocks
+            self.runner.copy_block(src, dst)
+        s.copies.clear()
         outputs = []
-        for seq, n in batch:
-            if seq.caches is None:
-                seq.caches = self.model.new_caches(
-                    1, len(seq.prompt) + seq.params.max_tokens
+        if batch:
+            chunks = [
+                Chunk(
+                    seq.tokens[seq.num_computed : seq.num_computed + n],
+                    seq.num_computed,
+                    s.allocator.block_tables[seq.seq_id],
                 )
-            start = seq.num_computed
-            ids = torch.tensor(
-                [seq.tokens[start : start + n]], device=self.model.embed.weight.device
-            )
-            logits = self.model(ids, seq.caches)  # (1, n, V)
-            seq.num_computed += n
-            if seq.num_pending == 0:  # the chunk reached the end: a new token
-                outputs.append(self._sample(seq, logits[:, -1]))
+                for seq, n in batch
+            ]
+            logits = self.runner.forward(chunks)  # (S, V): one pass for all
+            for (seq, n), row in zip(batch, logits, strict=True):
+                seq.num_computed += n
+                if seq.num_pending == 0:  # the chunk reached the end: a new token
+                    outputs.append(self._sample(seq, row[None]))
+        # endregion
         self.num_steps += 1
         self.batch_tokens.append(sum(n for _, n in batch))
         return outputs

@@ -12,7 +12,9 @@ for a whole prefill. KV memory is counted in blocks of a
 chunk runs only if its blocks are free, and when a running sequence finds no free
 block the most recently admitted one is *preempted by recomputation*: its blocks
 are freed and it goes back to the front of the queue, its generated tokens now part
-of what it must prefill again (vLLM's default).
+of what it must prefill again (vLLM's default). With prefix caching, a request is
+admitted with the cached blocks of the longest prefix it shares with earlier ones,
+and only the rest of its prompt runs.
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ from dataclasses import dataclass, field
 import torch
 
 from aiinfra.infer.block_allocator import BlockAllocator, check_positive_ints
-from aiinfra.models.attention import KVCache
 
 
 class RequestError(ValueError):
@@ -80,7 +81,8 @@ class SequenceState:
     """One request inside the engine: its tokens, its cache and its timestamps.
 
     ``prompt + output`` are the sequence's tokens; the first ``num_computed`` of them
-    have keys and values in ``caches`` (and blocks in the allocator).
+    have keys and values in the blocks the allocator gave it (``num_cached`` of
+    those came from the prefix cache at admission).
     """
 
     seq_id: int
@@ -91,7 +93,7 @@ class SequenceState:
     generator: torch.Generator
     output: list[int] = field(default_factory=list)
     num_computed: int = 0
-    caches: list[KVCache] | None = None
+    num_cached: int = 0
     first_token_time: float | None = None
     finish_time: float | None = None
     finish_reason: str | None = None  # "length", "stop" or "abort"
@@ -157,25 +159,42 @@ class Scheduler:
         self.waiting: deque[SequenceState] = deque()
         self.running: list[SequenceState] = []  # in admission order
         self.num_preemptions = 0
+        self.num_cached_tokens = 0  # prompt tokens taken from the prefix cache
+        self.copies: list[tuple[int, int]] = []  # copy-on-write, for the engine
 
     def _blocks_needed(self, seq: SequenceState, n: int) -> int:
         b = self.allocator.block_size
         return -(-(seq.num_computed + n) // b) - -(-seq.num_computed // b)
 
     def _reserve(self, seq: SequenceState, n: int) -> None:
-        new = seq.tokens[seq.num_computed : seq.num_computed + n]
-        if seq.num_computed == 0:
-            self.allocator.allocate(seq.seq_id, new)
-        else:
-            for t in new:
-                self.allocator.append(seq.seq_id, t)
+        for t in seq.tokens[seq.num_computed : seq.num_computed + n]:
+            copy = self.allocator.append(seq.seq_id, t)
+            if copy is not None:
+                self.copies.append(copy)
+
+    def _admit(self, seq: SequenceState, budget: int) -> int:
+        """Admit ``seq`` with its prefix-cache hit and a first chunk; 0 if it waits."""
+        a, b, tokens = self.allocator, self.allocator.block_size, seq.tokens
+        # region admit
+        hit = a.cached_prefix(tokens[:-1])  # the last token is always recomputed
+        n_hit = len(hit) * b
+        n = min(len(tokens) - n_hit, budget)
+        if n < len(tokens) - n_hit and not self.chunked_prefill:
+            return 0
+        if a.blocks_to_take(hit) + -(-(n_hit + n) // b) - len(hit) > a.num_free_blocks:
+            return 0
+        a.allocate(seq.seq_id, tokens[: n_hit + n], max_cached_blocks=len(hit))
+        seq.num_computed = seq.num_cached = n_hit  # cached tokens are not run again
+        self.num_cached_tokens += n_hit
+        # endregion
+        return n
 
     def preempt(self, seq: SequenceState) -> None:
         """Free ``seq``'s blocks and cache; it will prefill prompt + output again."""
         self.running.remove(seq)
         if seq.seq_id in self.allocator.block_tables:
             self.allocator.free(seq.seq_id)
-        seq.num_computed, seq.caches = 0, None
+        seq.num_computed = 0
         seq.num_preemptions += 1
         self.num_preemptions += 1
         self.waiting.appendleft(seq)
@@ -206,13 +225,10 @@ class Scheduler:
             seq = self.waiting[0]
             if len(self.running) >= self.max_num_seqs:
                 break
-            n = min(seq.num_pending, budget)
-            if n < seq.num_pending and not self.chunked_prefill:
-                break
-            if self._blocks_needed(seq, n) > self.allocator.num_free_blocks:
+            n = self._admit(seq, budget)
+            if n == 0:
                 break
             self.waiting.popleft()
-            self._reserve(seq, n)
             self.running.append(seq)
             batch.append((seq, n))
             budget -= n
@@ -226,4 +242,3 @@ class Scheduler:
             self.waiting.remove(seq)
         if seq.seq_id in self.allocator.block_tables:
             self.allocator.free(seq.seq_id)
-        seq.caches = None

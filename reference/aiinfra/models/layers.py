@@ -68,31 +68,49 @@ class RotaryEmbedding(nn.Module):
         self.register_buffer("cos", angles.cos().float(), persistent=False)
         self.register_buffer("sin", angles.sin().float(), persistent=False)
 
-    def forward(self, x: Tensor, start_pos: int = 0) -> Tensor:
+    def forward(
+        self, x: Tensor, start_pos: int = 0, positions: Tensor | None = None
+    ) -> Tensor:
         """Rotate ``x`` whose positions are ``start_pos .. start_pos + T - 1``.
 
         Args:
             x: queries or keys, shape ``(..., T, d)``.
             start_pos: position of the first row (the KV cache length in decoding).
+            positions: instead of ``start_pos``, each row's own position, shape
+                ``(T,)`` (a batch of sequences packed into one row, as a serving
+                engine runs them).
 
         Returns:
             The rotated tensor, same shape and dtype as ``x``.
 
         Raises:
             ValueError: the last dimension is not ``d``, or the positions run past
-                the table (``start_pos + T > max_seq_len``).
+                the table (``start_pos + T > max_seq_len``) or ``positions`` is not
+                ``T`` positions inside it.
         """
         T, D, dtype = x.shape[-2], x.shape[-1], x.dtype
         if D != self.dim:
             raise ValueError(f"x has last dimension {D}, RoPE was built for {self.dim}")
-        if start_pos < 0 or start_pos + T > self.max_seq_len:
+        if positions is not None:
+            if positions.shape != (T,) or not (
+                T == 0
+                or 0 <= int(positions.min()) <= int(positions.max()) < self.max_seq_len
+            ):
+                raise ValueError(
+                    f"positions must be ({T},) ints in [0, {self.max_seq_len}), got "
+                    f"shape {tuple(positions.shape)}"
+                )
+            rows: slice | Tensor = positions
+        elif start_pos < 0 or start_pos + T > self.max_seq_len:
             raise ValueError(
                 f"positions {start_pos}..{start_pos + T - 1} exceed the RoPE table "
                 f"(max_seq_len={self.max_seq_len})"
             )
+        else:
+            rows = slice(start_pos, start_pos + T)
         # region rotate (the shape and the positions are checked above)
-        cos = self.cos[start_pos : start_pos + T]  # (T, D/2)
-        sin = self.sin[start_pos : start_pos + T]  # (T, D/2)
+        cos = self.cos[rows]  # (T, D/2)
+        sin = self.sin[rows]  # (T, D/2)
         x = x.to(torch.promote_types(x.dtype, torch.float32))  # rotate in fp32 or wider
         x1, x2 = x.unflatten(-1, (D // 2, 2)).unbind(-1)  # (..., T, d/2) each
         rotated = torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
