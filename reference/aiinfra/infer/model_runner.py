@@ -257,7 +257,6 @@ class PagedModelRunner:
             x = x + self._attention(block.attn, block.attn_norm(x)[0], cache, lay)
             x = x + block.mlp(block.mlp_norm(x))  # (1, N, h)
         return m.head(m.norm(x[0, lay.last]))  # (S, V): last token of each chunk
-        # endregion
 
     def _attention(
         self,

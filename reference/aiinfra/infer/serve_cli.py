@@ -75,7 +75,7 @@ def serve(
     *,
     seed: int = 0,
     allow_remote: bool = False,
-    **engine_options: int,
+    **engine_options: int | bool,
 ) -> None:
     """Serve ``model`` at ``http://host:port/v1`` until interrupted.
 
@@ -86,7 +86,8 @@ def serve(
         seed: the tiny model's seed.
         allow_remote: bind a non-loopback address.
         **engine_options: ``num_blocks``, ``block_size``, ``max_num_seqs``,
-            ``max_num_batched_tokens`` of :class:`~aiinfra.infer.engine.Engine`.
+            ``max_num_batched_tokens``, ``enable_prefix_caching`` of
+            :class:`~aiinfra.infer.engine.Engine`.
 
     Raises:
         ValueError: a bad host or engine size; see also :func:`load_model`.
@@ -132,6 +133,11 @@ def add_serve(parser: argparse.ArgumentParser) -> None:
     )
     add("--num-blocks", type=int_at_least(1), default=64, help="KV blocks in the pool")
     add("--block-size", type=int_at_least(1), default=16, help="tokens per KV block")
+    add(
+        "--no-prefix-caching",
+        action="store_true",
+        help="do not reuse the KV blocks of shared prompt prefixes",
+    )
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -149,5 +155,6 @@ def run_serve(args: argparse.Namespace) -> int:
         block_size=args.block_size,
         max_num_seqs=args.max_num_seqs,
         max_num_batched_tokens=args.max_num_batched_tokens,
+        enable_prefix_caching=not args.no_prefix_caching,
     )
     return 0

@@ -3,7 +3,7 @@
 The layout figure is computed by :class:`~aiinfra.infer.model_runner.StepLayout`
 on a three-sequence example; the timings come from the stamped file of
 ``aiinfra bench engine`` (:mod:`aiinfra.infer.engine_bench`); the GPU comparison
-is the roofline of Llama 3 8B on an H100 (:mod:`aiinfra.book.inference.kv_cache`).
+is the roofline step cost of :mod:`aiinfra.book.inference.batching`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from functools import cache
 import torch
 from matplotlib.figure import Figure
 
-from aiinfra.book.inference.kv_cache import h100_bound_batch1
 from aiinfra.infer import engine_bench
 from aiinfra.infer.model_runner import Chunk, StepLayout
 from aiinfra.report import Table
@@ -22,13 +21,13 @@ LAYOUT_BLOCK = 4  # block size of the layout example
 # The example step: A decodes its 7th token, B runs the second chunk of its
 # prompt, C the first chunk of a new one (tables: physical block ids).
 LAYOUT_CHUNKS = (
-    ("A", Chunk([11], 6, [5, 2])),
-    ("B", Chunk([21, 22, 23, 24], 4, [0, 7])),
-    ("C", Chunk([31, 32, 33], 0, [3])),
+    ("A: decode", Chunk([11], 6, [5, 2])),
+    ("B: second prompt chunk", Chunk([21, 22, 23, 24], 4, [0, 7])),
+    ("C: first prompt chunk", Chunk([31, 32, 33], 0, [3])),
 )
 
 
-def layout() -> StepLayout:
+def _layout() -> StepLayout:
     """The example step's layout."""
     return StepLayout(
         [c for _, c in LAYOUT_CHUNKS], LAYOUT_BLOCK, 8, torch.device("cpu")
@@ -37,16 +36,16 @@ def layout() -> StepLayout:
 
 def layout_tokens() -> int:
     """Tokens packed into the example step (``N``)."""
-    return layout().num_tokens
+    return _layout().num_tokens
 
 
 def layout_figure() -> Figure:
     """Which cached positions each new token of the example step sees."""
-    lay, B = layout(), LAYOUT_BLOCK
+    lay, B = _layout(), LAYOUT_BLOCK
     L_max = max(c.start + len(c.tokens) for _, c in LAYOUT_CHUNKS)
     T_max = max(len(c.tokens) for _, c in LAYOUT_CHUNKS)
     fig = Figure(figsize=(7.2, 2.6), layout="constrained")
-    axes = fig.subplots(1, len(LAYOUT_CHUNKS), sharey=True)
+    axes = fig.subplots(1, len(LAYOUT_CHUNKS))
     for s, (ax, (name, chunk)) in enumerate(zip(axes, LAYOUT_CHUNKS, strict=True)):
         seen = lay.visible_of(s)  # (T_s, L_s)
         T, L = seen.shape
@@ -57,13 +56,21 @@ def layout_figure() -> Figure:
         for edge in range(B, L_max, B):
             ax.axvline(edge - 0.5, color="k", linewidth=1)
         for j, block in enumerate(chunk.block_table[: -(-L // B)]):
-            ax.text(j * B + (B - 1) / 2, -0.8, f"#{block}", ha="center", fontsize=8)
-        ax.set_title(f"{name}: {T} new at {chunk.start}..{L - 1}", fontsize=9, pad=14)
+            ax.text(  # the physical block above its slots
+                j * B + (B - 1) / 2,
+                1.02,
+                f"#{block}",
+                ha="center",
+                va="bottom",
+                fontsize=8,
+                transform=ax.get_xaxis_transform(),
+            )
+        ax.set_title(name, fontsize=9, pad=16)
         ax.set_xticks(range(L_max))
-        ax.set_yticks(range(T_max), [f"+{t}" for t in range(T_max)])
+        ax.set_yticks(range(T), [str(chunk.start + t) for t in range(T)])
         ax.set_xlabel("key position")
         ax.tick_params(labelsize=7)
-    axes[0].set_ylabel("new token")
+    axes[0].set_ylabel("query position")
     return fig
 
 
@@ -102,14 +109,15 @@ def per_token_ms() -> float:
     return 1e3 * engine_bench.step_time_fit(_bench())[1]
 
 
-def h100_weight_read_ms() -> float:
-    """Milliseconds for an H100 to read Llama 3 8B's bf16 weights once."""
-    return 1e3 / h100_bound_batch1()
+def fit_tokens_per_s(n: int) -> float:
+    """Tokens/s that the fitted step cost predicts with ``n`` tokens per step."""
+    a, b = engine_bench.step_time_fit(_bench())
+    return n / (a + b * n)
 
 
-def same_tokens() -> str:
-    """``"the same"`` if every run gave every request the same greedy tokens."""
-    return "the same" if _bench()["same_tokens"] else "different"
+def fit_gain(n: int) -> float:
+    """Throughput with ``n`` tokens per step over one, by the fitted step cost."""
+    return fit_tokens_per_s(n) / fit_tokens_per_s(1)
 
 
 def batching_value(kind: str, key: str) -> float:
