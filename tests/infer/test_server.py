@@ -243,6 +243,8 @@ def test_serve_flags_are_checked_before_serving():
         "tiny",
         8,
     )
+    assert args.no_prefix_caching is False
+    assert parser.parse_args(["--no-prefix-caching"]).no_prefix_caching is True
     with pytest.raises(ValueError, match="allow_remote"):
         run_serve(parser.parse_args(["--host", "0.0.0.0"]))
     with pytest.raises(ValueError, match="--port must be <= 65535"):
