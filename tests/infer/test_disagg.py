@@ -30,6 +30,7 @@ def test_disaggregated_hand_schedule() -> None:
     trace = [Request(7, 0.0, 4, 3), Request(3, 0.0, 2, 1)]
     a, b = simulate_disaggregated(trace, UNIT, 1, 1, HALF_SECOND, 10, 4, 100)
     assert (a.admitted, a.first_token, a.finish) == (0, 1, 3.5)
+    assert a.token_times == (1, 2.5, 3.5) and a.released == 3.5
     assert (b.first_token, b.finish) == (1, 1)
     assert a.ttft == 1 and a.tpot == 1.25 and a.request is trace[0]
 

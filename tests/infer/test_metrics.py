@@ -1,6 +1,6 @@
 """Serving metrics against hand computations and numpy; the phase cost model against
-hand-counted Llama 3 8B sizes and the published ridge points (FACTS.md); the CPU
-benchmark's FLOP counts against the matmuls the model runs."""
+hand-counted Llama 3 8B sizes and the published ridge points (FACTS.md); the fused
+step's FLOPs and bytes against the matmuls the model runs and the cache it reads."""
 
 import json
 import math
@@ -22,6 +22,7 @@ from aiinfra.infer.metrics import (
     summarize,
     throughput,
 )
+from aiinfra.infer.step_cost import fused_step
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.params import count_parameters
 from aiinfra.models.presets import preset
@@ -183,9 +184,8 @@ def test_colocated_model_refuses_bad_input(args):
 def test_decode_step_reads_the_weights_and_the_cache_once():
     c, ctx = preset("llama-3-8b"), 1000
     step = pb.total(pb.decode_kernels(c, 1, ctx))
-    assert step.bytes == pytest.approx(
-        2 * LLAMA_WEIGHTS + ctx * LLAMA_KV_BYTES_PER_TOKEN, rel=1e-3
-    )
+    want = 2 * LLAMA_WEIGHTS + ctx * LLAMA_KV_BYTES_PER_TOKEN
+    assert step.bytes == pytest.approx(want, rel=1e-3)
     # FACTS.md: decode is bounded by HBM bandwidth / bytes read per step.
     seconds = pb.step_time(pb.decode_kernels(c, 1, ctx), GPUS["H100"])
     assert seconds == pytest.approx(step.bytes / 3.35e12, rel=1e-3)
@@ -251,23 +251,24 @@ class MatmulFlops(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
-def test_model_flops_equals_a_count_of_the_matmuls_run():
-    c = TransformerConfig(
-        vocab_size=32, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=48
-    )
+def test_fused_step_equals_a_count_of_the_matmuls_run_and_of_the_bytes():
+    c = TransformerConfig(vocab_size=32, d_model=32, n_kv_heads=2, d_ff=48)  # L 2, H 4
     model = Transformer(c).eval()
     # by hand: q, o 32 x 32; k, v 32 x 16 (2 KV heads of 8); 3 MLP 32 x 48; head
     weights = 2 * (2 * 32 * 32 + 2 * 32 * 16 + 3 * 32 * 48) + 32 * 32
     T, B, ctx = 8, 3, 5
     with torch.no_grad(), MatmulFlops() as prefill:
         model(torch.zeros(1, T, dtype=torch.long), model.new_caches(1, T))
-    assert prefill.flops == pb.model_flops(c, weights, T, T * T)
+    step = fused_step(c, T, T * T, 0, 4, None, 4)  # fp32, the model scores T x T
+    assert (prefill.flops, step.bytes) == (step.flops, 4 * weights)
     caches = model.new_caches(B, ctx + 1)
     for cache in caches:
         cache.length = ctx
     with torch.no_grad(), MatmulFlops() as decode:
         model(torch.zeros(B, 1, dtype=torch.long), caches)
-    assert decode.flops == pb.model_flops(c, weights, B, B * (ctx + 1))
+    kv = sum(x.k[:, :, :ctx].nbytes + x.v[:, :, :ctx].nbytes for x in caches)
+    step = fused_step(c, B, B * (ctx + 1), B * ctx, 4, None, 4)  # cache read once
+    assert (decode.flops, step.bytes) == (step.flops, 4 * weights + kv)
 
 
 TINY = dict(d_model=32, n_layers=1, n_heads=4, n_kv_heads=2, d_ff=48, vocab_size=32)

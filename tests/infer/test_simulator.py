@@ -5,8 +5,6 @@ counted by ``FlopCounterMode`` on the package's Transformer, the Pollaczek-Khinc
 mean time in an M/D/1 queue, and token conservation.
 """
 
-import math
-
 import numpy as np
 import pytest
 import torch
@@ -33,6 +31,7 @@ def test_static_batching_hand_schedule() -> None:
     # B waits for the batch and runs alone in [3, 4).
     result = simulate_static(HAND, UNIT, max_batch=2, kv_capacity=100)
     assert times(result) == [(0, 1, 3, 3), (0, 1, 2, 3), (3, 4, 4, 4)]
+    assert [r.token_times for r in result.records] == [(1, 2, 3), (1, 2), (4,)]
     assert result.steps == 4
 
 
@@ -40,6 +39,7 @@ def test_continuous_batching_hand_schedule() -> None:
     # C leaves at 2, so B joins the step [2, 3) next to A's last decode.
     result = simulate_continuous(HAND, UNIT, max_batch=2, kv_capacity=100)
     assert times(result) == [(0, 1, 3, 3), (0, 1, 2, 2), (2, 3, 3, 3)]
+    assert [r.token_times for r in result.records] == [(1, 2, 3), (1, 2), (3,)]
     assert result.steps == 3
 
 
@@ -57,6 +57,7 @@ def test_chunked_prefill_serves_decodes_first() -> None:
     trace = [Request(0, 0.0, 1, 4), Request(1, 0.5, 4, 1)]
     result = simulate_continuous(trace, UNIT, 2, 100, token_budget=2)
     assert times(result) == [(0, 1, 4, 4), (1, 5, 5, 5)]
+    assert result.records[0].token_times == (1, 2, 3, 4)  # one per step
 
 
 def test_per_token_cost_shows_static_padding() -> None:
@@ -67,6 +68,9 @@ def test_per_token_cost_shows_static_padding() -> None:
     # Continuous: 6 prompt tokens, 2 decodes, then A's decode with B's 2 tokens.
     continuous = simulate_continuous(HAND, per_token, 2, 100)
     assert [r.finish for r in continuous.records] == [11, 8, 11]
+    # A's tokens: its prefill with C's [0, 6), a decode step with C's [6, 8),
+    # then a step with B's prompt [8, 11).
+    assert continuous.records[0].token_times == (6, 8, 11)
 
 
 def test_kv_capacity_limits_admission() -> None:
@@ -180,15 +184,31 @@ def test_poisson_trace_is_reproducible_and_has_the_rate() -> None:
 
 def test_latency_summary_by_hand() -> None:
     records = [
-        Record(Request(0, 0.0, 4, 3), 0.0, 1.0, 3.0, 3.0),  # TTFT 1, TPOT 1
-        Record(Request(1, 1.0, 2, 1), 1.0, 2.0, 2.0, 2.0),  # TTFT 1, no TPOT
-        Record(Request(2, 1.0, 2, 5), 1.0, 4.0, 5.0, 5.0),  # TTFT 3, TPOT 0.25
+        Record((1.0, 2.0, 3.0), Request(0, 0.0, 4, 3), 0.0, 3.0),  # TTFT 1, TPOT 1
+        Record((2.0,), Request(1, 1.0, 2, 1), 1.0, 2.0),  # TTFT 1, no TPOT
+        Record((4.0, 4.5, 4.5, 5.0, 5.0), Request(2, 1.0, 2, 5), 1.0, 5.0),  # 3, 0.25
     ]
     s = latency_summary(records)
     assert s["duration"] == 5.0 and s["throughput"] == 9 / 5
     assert s["ttft_p50"] == 1.0 and s["ttft_mean"] == 5 / 3
     assert s["tpot_p50"] == 0.625 and s["ttft_p99"] == pytest.approx(1 + 2 * 0.98)
-    assert math.isnan(records[1].tpot)
+    assert records[1].tpot is None and records[2].arrival == 1.0
+    assert (records[2].first_token, records[2].finish) == (4.0, 5.0)
+
+
+@pytest.mark.parametrize(
+    ("times", "admitted", "released", "match"),
+    [
+        ((1.0, 2.0), 0.5, 2.0, "request.output = 3"),  # a token short
+        ((1.0, 2.0, 3.0), 1.5, 3.0, "admitted = 1.5"),  # after its first token
+        ((1.0, 2.0, 3.0), 0.0, 3.0, "admitted = 0.0"),  # before its arrival
+        ((1.0, 2.0, 3.0), 0.5, 2.5, "released = 2.5"),  # before its last token
+        ((1.0, 3.0, 2.0), 0.5, 3.0, "non-decreasing"),
+    ],
+)
+def test_bad_record_is_refused(times, admitted, released, match) -> None:
+    with pytest.raises(ValueError, match=match):
+        Record(times, Request(0, 0.5, 4, 3), admitted, released)
 
 
 def test_bad_input_is_rejected() -> None:
@@ -220,7 +240,7 @@ def test_bad_input_is_rejected() -> None:
         RooflineStepCost(preset("mixtral-8x7b"), GPUS["H100"])
     with pytest.raises(ValueError, match="overhead"):
         RooflineStepCost(preset("llama-3-8b"), GPUS["H100"], overhead=-1.0)
-    with pytest.raises(ValueError, match="empty"):
+    with pytest.raises(ValueError, match="at least one request"):
         latency_summary([])
-    with pytest.raises(ValueError, match="finished"):
-        latency_summary([Record(HAND[0])])
+    with pytest.raises(TypeError, match="request must"):
+        Record((1.0,), (0, 0.0, 1, 1), 0.0, 1.0)

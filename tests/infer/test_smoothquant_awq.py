@@ -147,7 +147,7 @@ def test_awq_shared_scales_cover_every_weight() -> None:
         (
             lambda: smoothing_scales(torch.ones(3), torch.ones(2, 4)),
             ValueError,
-            "in = 3",
+            "in = 3, the last dimension of act_absmax",
         ),
         (lambda: smoothing_scales(torch.ones(3), [], 0.5), ValueError, "at least one"),
         (
@@ -198,7 +198,11 @@ def test_awq_shared_scales_cover_every_weight() -> None:
         ),
         (lambda: awq_weight(torch.ones(2, 4), torch.ones(3)), ValueError, "s must"),
         (lambda: awq_weight(torch.ones(2, 4), -torch.ones(4)), ValueError, "s must"),
-        (lambda: awq_search(torch.ones(4, 3), torch.ones(2, 4)), ValueError, "in = x"),
+        (
+            lambda: awq_search(torch.ones(4, 3), torch.ones(2, 4)),
+            ValueError,
+            "in = 3, the last dimension of x",
+        ),
         (
             lambda: awq_search(torch.ones(4, 4), torch.ones(2, 4), n_grid=0),
             ValueError,

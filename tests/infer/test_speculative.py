@@ -7,6 +7,7 @@ import math
 
 import pytest
 import torch
+from aiinfra.book.inference.speculative import spec_chi2_quantile
 from aiinfra.infer.speculative import (
     acceptance_rate,
     expected_tokens_per_call,
@@ -35,6 +36,16 @@ def _chi2(tokens: torch.Tensor, probs: torch.Tensor) -> float:
     counts = torch.bincount(tokens, minlength=probs.numel()).double()
     expected = probs * counts.sum()
     return float(((counts - expected) ** 2 / expected).sum())
+
+
+def test_chi2_quantile_matches_the_tables_and_the_closed_form() -> None:
+    assert spec_chi2_quantile() == pytest.approx(CHI2_999_DF4, abs=5e-4)  # the book's
+    assert spec_chi2_quantile(0.999, 3) == pytest.approx(16.266, abs=5e-4)  # tables
+    assert spec_chi2_quantile(0.95, 1) == pytest.approx(1.959964**2, rel=1e-6)  # z^2
+    # two degrees of freedom: the CDF is 1 - exp(-x / 2), so x = -2 ln(1 - level)
+    for level in (0.5, 0.9, 0.999):
+        want = -2 * math.log(1 - level)
+        assert spec_chi2_quantile(level, 2) == pytest.approx(want, rel=1e-10)
 
 
 def test_acceptance_rate_is_one_minus_total_variation() -> None:

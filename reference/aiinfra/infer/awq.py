@@ -24,6 +24,7 @@ import torch
 from torch import Tensor
 
 from aiinfra.infer.quant import check_float_tensor, dequantize, quantize
+from aiinfra.infer.smoothquant import check_scales, check_weights
 
 
 @dataclass(frozen=True)
@@ -41,19 +42,6 @@ class AWQResult:
     alpha: float
     alphas: tuple[float, ...]
     losses: tuple[float, ...]
-
-
-def _check(x: Tensor, weights: list[Tensor]) -> None:
-    check_float_tensor("x", x)
-    if not weights:
-        raise ValueError("weights must hold at least one (out, in) tensor")
-    for w in weights:
-        check_float_tensor("weights", w)
-        if w.dim() != 2 or w.shape[1] != x.shape[-1]:
-            raise ValueError(
-                f"weights must be (out, in) with in = x.shape[-1] = {x.shape[-1]}, "
-                f"got {tuple(w.shape)}"
-            )
 
 
 def awq_weight(
@@ -77,12 +65,7 @@ def awq_weight(
         ValueError: for a wrong shape, a scale <= 0, or as ``quantize``.
     """
     check_float_tensor("weight", weight)
-    check_float_tensor("s", s)
-    if weight.dim() != 2 or s.shape != (weight.shape[1],) or (s <= 0).any():
-        raise ValueError(
-            f"s must be (in,) = ({weight.shape[-1]},) with every scale > 0, got "
-            f"{tuple(s.shape)}"
-        )
+    check_scales(s, weight)
     gran = "channel" if group_size is None else "group"
     w_s = weight.detach() * s  # (out, in): salient columns made larger
     return dequantize(quantize(w_s, bits, scheme, gran, group_size)) / s
@@ -110,8 +93,7 @@ def awq_objective(
     Raises:
         TypeError, ValueError: as :func:`awq_weight`, or ``x`` mismatches.
     """
-    ws = [weights] if isinstance(weights, Tensor) else list(weights)
-    _check(x, ws)
+    ws = check_weights("x", x, weights)
     x2 = x.detach().reshape(-1, x.shape[-1])  # (N, in)
     err, count = 0.0, 0
     for w in ws:
@@ -146,8 +128,7 @@ def awq_search(
         TypeError, ValueError: for bad tensors (as :func:`awq_objective`) or
             ``n_grid`` < 1.
     """
-    ws = [weights] if isinstance(weights, Tensor) else list(weights)
-    _check(x, ws)
+    ws = check_weights("x", x, weights)
     if not isinstance(n_grid, int) or n_grid < 1:
         raise ValueError(f"n_grid must be a positive integer, got {n_grid!r}")
     s_x = x.detach().reshape(-1, x.shape[-1]).abs().mean(dim=0)  # (in,)

@@ -135,8 +135,8 @@ def simulate_disaggregated(
         kv_capacity: tokens of KV cache per GPU.
 
     Returns:
-        One record per request, in the order given: ``first_token`` from the
-        prefill GPU, ``finish`` from the decode GPU (the transfer is part of the
+        One record per request, in the order given: the first token from the
+        prefill GPU, the others from the decode GPU (the transfer is part of the
         time to the second token, so of TPOT, as DistServe counts it).
 
     Raises:
@@ -164,14 +164,13 @@ def simulate_disaggregated(
     ]
     decoded = _round_robin(handed, n_decode, cost, max_batch, kv_capacity, None)
     # endregion
-    finish = {rec.request.id: rec.finish for rec in decoded}
+    later = {rec.request.id: rec.token_times for rec in decoded}  # tokens 2, 3, ...
     return [
         Record(
+            rec.token_times + later.get(r.id, ()),
             r,
             rec.admitted,
-            rec.first_token,
-            finish.get(r.id, rec.first_token),
-            finish.get(r.id, rec.first_token),
+            later[r.id][-1] if r.id in later else rec.first_token,
         )
         for r, rec in zip(requests, prefilled, strict=True)
     ]

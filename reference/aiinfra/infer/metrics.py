@@ -19,6 +19,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 PERCENTILES = (50, 90, 99)
 
 
@@ -50,26 +52,26 @@ class RequestRecord:
 
     def __post_init__(self) -> None:
         _check_time("arrival", self.arrival)
-        if not isinstance(self.token_times, list | tuple):
-            raise TypeError(
-                f"token_times must be a list or tuple: {self.token_times!r}"
-            )
-        times = tuple(
-            _check_time(f"token_times[{i}]", t) for i, t in enumerate(self.token_times)
-        )
+        times = self.token_times
+        if not isinstance(times, list | tuple):
+            raise TypeError(f"token_times must be a list or tuple: {times!r}")
         if not times:
             raise ValueError("token_times must hold at least one output token")
+        t = np.fromiter(times, float) if all(type(x) is float for x in times) else None
+        fast = t is not None and np.isfinite(t).all() and (np.diff(t) >= 0).all()
+        if not fast:  # check one by one, to name the culprit
+            times = [_check_time(f"token_times[{i}]", x) for i, x in enumerate(times)]
         if times[0] < self.arrival:
             raise ValueError(
                 f"token_times[0] = {times[0]} s is before arrival = {self.arrival} s"
             )
-        for i in range(1, len(times)):
+        for i in range(1, 1 if fast else len(times)):
             if times[i] < times[i - 1]:
                 raise ValueError(
                     f"token_times must be non-decreasing, got token_times[{i}] = "
                     f"{times[i]} s < token_times[{i - 1}] = {times[i - 1]} s"
                 )
-        object.__setattr__(self, "token_times", times)
+        object.__setattr__(self, "token_times", tuple(times))
 
     @property
     def output_tokens(self) -> int:
@@ -100,8 +102,7 @@ class RequestRecord:
     @property
     def inter_token_latencies(self) -> tuple[float, ...]:
         """The gaps ``t_{i+1} - t_i``; their mean is :attr:`tpot`."""
-        t = self.token_times
-        return tuple(t[i + 1] - t[i] for i in range(len(t) - 1))
+        return tuple(np.diff(self.token_times).tolist())
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -295,6 +296,5 @@ def colocated_steady_state(
         if _check_time(name, value) == 0:
             raise ValueError(f"{name} must be > 0 s, got 0")
     m = batch / (output_len - 1)  # prefills per decode step
-    tpot = decode_step_s + m * prefill_s
-    ttft = decode_step_s + math.ceil(m) * prefill_s
+    tpot, ttft = decode_step_s + m * prefill_s, decode_step_s + math.ceil(m) * prefill_s
     return ServingPoint(batch, ttft, tpot, (batch + m) / tpot, m / tpot)

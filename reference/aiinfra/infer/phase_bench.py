@@ -26,6 +26,7 @@ from torch import nn
 
 from aiinfra import results
 from aiinfra.hardware import Gpu
+from aiinfra.infer.step_cost import fused_step, roof_time
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.roofline import Kernel, decode_attention, matmul, prefill_attention
 from aiinfra.models.transformer import Transformer
@@ -93,9 +94,12 @@ def total(kernels: list[Kernel], name: str = "step") -> Kernel:
 
 
 def step_time(kernels: list[Kernel], gpu: Gpu) -> float:
-    """Seconds of a step, each kernel at its roof: ``sum max(F / F_max, Q / W)``."""
-    F, W = gpu.bf16_flops, gpu.hbm_bandwidth
-    return sum(max(k.flops / F, k.bytes / W) for k in kernels)
+    """Seconds of a step, each kernel at its roof: ``sum max(F / F_max, Q / W)``.
+
+    One kernel, :func:`~aiinfra.infer.step_cost.fused_step`, gives the whole-step
+    roof of :class:`~aiinfra.infer.step_cost.RooflineStepCost` instead.
+    """
+    return sum(roof_time(k, gpu) for k in kernels)
 
 
 @dataclass(frozen=True)
@@ -190,16 +194,6 @@ def _time_forward(
     return _best_s(run, repeats, rewind, clock) / steps
 
 
-def model_flops(c: TransformerConfig, weights: int, tokens: int, pairs: float) -> float:
-    """FLOPs of a forward pass: 2 per weight and token, ``4 H d`` per query-key pair.
-
-    ``weights``: of the linear layers (the embedding table does no matmul);
-    ``tokens``: ``T`` for a prefill, ``B`` for a decode step; ``pairs``: (query,
-    key) pairs per layer, masked ones included (the model scores ``T x T_kv``).
-    """
-    return 2 * tokens * weights + 4 * pairs * c.n_heads * c.head_dim * c.n_layers
-
-
 def run_phase_bench(
     cfg: PhaseBenchConfig, device: str | torch.device = "cpu", seed: int = 0
 ) -> dict[str, Any]:
@@ -222,7 +216,6 @@ def run_phase_bench(
         torch.random.default_generator.manual_seed(seed)  # the weights' init
         model = Transformer(c).to(device).eval()
     weights = sum(m.weight.numel() for m in model.modules() if isinstance(m, nn.Linear))
-    kv_bytes = 4 * 2 * c.n_layers * c.n_kv_heads * c.head_dim  # fp32 K, V per token
     n, rows = cfg.matmul_size, []
     threads = torch.get_num_threads()
     torch.set_num_threads(cfg.threads)
@@ -244,10 +237,12 @@ def run_phase_bench(
             for phase, size, shape, start, steps, pairs in runs:  # size: T or B
                 x = torch.randint(c.vocab_size, shape, generator=g, device=device)
                 s = _time_forward(model, x, start, steps, cfg.repeats, clock)
-                kv = 0 if phase == "prefill" else pairs * kv_bytes  # cache read
-                flops, moved = model_flops(c, weights, size, pairs), 4 * weights + kv
-                row = {"phase": phase, "size": size, "seconds": s, "flops": flops}
-                rows.append(row | {"bytes": moved, "tokens_per_s": size / s})
+                # pairs: (query, key) per layer, the masked ones of a prefill too
+                # (the model scores T x T); a decode step reads its cache, fp32
+                kv = 0 if phase == "prefill" else pairs
+                step = fused_step(c, size, pairs, kv, 4, None, 4)
+                row = {"phase": phase, "size": size, "seconds": s, "flops": step.flops}
+                rows.append(row | {"bytes": step.bytes, "tokens_per_s": size / s})
     finally:
         torch.set_num_threads(threads)
     config = asdict(cfg) | {"dtype": "float32", "weights": weights}

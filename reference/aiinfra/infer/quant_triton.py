@@ -32,9 +32,8 @@ from torch import Tensor
 
 from aiinfra.hardware import Gpu
 from aiinfra.infer.quant import QuantizedLinear, check_float_tensor
+from aiinfra.infer.step_cost import fused_step, roof_time
 from aiinfra.models.config import TransformerConfig
-from aiinfra.models.kv_cache_size import elements_per_token
-from aiinfra.models.params import count_parameters
 from aiinfra.triton_support import import_triton
 
 triton, tl, jit, HAS_TRITON = import_triton()
@@ -247,10 +246,11 @@ def decode_step_time(
     The step reads every matmul weight once (``bits / 8`` bytes each, plus one
     2-byte scale per ``group_size`` weights for int8 and int4; the embedding table
     is only indexed) and each sequence's bf16 KV cache of ``context`` tokens, and
-    does ``2`` FLOPs per weight and ``4 H d T L`` attention FLOPs per sequence. It
-    takes the longer of bytes over HBM bandwidth and FLOPs over the dense peak of
-    the format the matmul runs in (:class:`~aiinfra.hardware.Gpu`): a model, not a
-    measurement; real kernels reach a fraction of both roofs.
+    does ``2`` FLOPs per weight and ``4 H d T L`` attention FLOPs per sequence
+    (:func:`~aiinfra.infer.step_cost.fused_step`). It takes the longer of bytes
+    over HBM bandwidth and FLOPs over the dense peak of the format the matmul runs
+    in (:func:`~aiinfra.infer.step_cost.roof_time`): a model, not a measurement;
+    real kernels reach a fraction of both roofs.
 
     Args:
         c: the model.
@@ -261,7 +261,8 @@ def decode_step_time(
         group_size: ``g`` of the int8/int4 scales.
 
     Raises:
-        ValueError: ``weights`` unknown or a size not a positive integer.
+        ValueError: ``weights`` unknown, a size not a positive integer, or a
+            mixture-of-experts model.
     """
     if weights not in WEIGHT_FORMATS:
         raise ValueError(
@@ -271,10 +272,7 @@ def decode_step_time(
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise ValueError(f"{name} must be a positive integer, got {v!r}")
     bits, fmt = WEIGHT_FORMATS[weights]
-    p = count_parameters(c)
-    n_matmul = p.attention + p.mlp + (p.head or p.embedding)  # read every step
-    scale_bytes = 2 * n_matmul / group_size if weights in ("int8", "int4") else 0
-    moved = n_matmul * bits / 8 + scale_bytes
-    moved += batch * context * elements_per_token(c) * 2  # bf16 KV cache
-    flops = batch * (2 * n_matmul + 4 * c.n_heads * c.head_dim * context * c.n_layers)
-    return max(moved / gpu.hbm_bandwidth, flops / gpu.peak_flops(fmt))
+    group = group_size if weights in ("int8", "int4") else None  # scales
+    cached = batch * context  # each query meets its sequence's cache, read once
+    step = fused_step(c, batch, cached, cached, bits / 8, group)
+    return float(roof_time(step, gpu, fmt))

@@ -13,7 +13,8 @@ the rest in chunks, so a long prompt no longer stalls the decodes. Every request
 reserves ``prompt + output`` tokens of KV cache when admitted (Orca reserves the
 maximum length; vLLM allocates blocks as it goes and preempts instead). The
 simulation jumps over runs of decode-only steps with one vectorised cost call, so a
-trace of hundreds of requests takes milliseconds.
+trace of hundreds of requests takes milliseconds. Each request comes back as a
+:class:`~aiinfra.infer.trace.Record`, the time of each of its tokens included.
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ def simulate_static(
     if any(r.cached for r in requests):
         raise ValueError("static batching pads prompts: requests must have cached == 0")
     order = sorted(range(len(requests)), key=lambda i: requests[i].arrival)
-    records = [Record(r) for r in requests]
+    records: dict[int, Record] = {}  # by id
     t, nxt, steps = 0.0, 0, 0
     while nxt < len(order):
         t = max(t, requests[order[nxt]].arrival)
@@ -89,15 +90,12 @@ def simulate_static(
         start = t
         t += float(cost([(p, 0)] * n, 0, 0))  # prefill: every prompt padded to p
         ends = t + np.cumsum(cost([], n, n * (p + np.arange(o - 1))))  # (o - 1,)
-        for b in batch:
-            rec = records[b.id]
-            rec.admitted, rec.first_token = start, t
-            rec.finish = t if b.output == 1 else float(ends[b.output - 2])
-        t = float(ends[-1]) if o > 1 else t
-        for b in batch:
-            records[b.id].released = t
+        first, t = t, float(ends[-1]) if o > 1 else t
+        for b in batch:  # its tokens stream out; its slot is freed at t
+            times = [first] + ends[: b.output - 1].tolist()
+            records[b.id] = Record(times, b, start, t)
         steps += o
-    return SimResult(records, steps)
+    return SimResult([records[r.id] for r in requests], steps)
 
 
 def simulate_continuous(
@@ -142,7 +140,10 @@ def simulate_continuous(
     if any(r.id != i for i, r in enumerate(requests)):
         raise ValueError("requests[i].id must be i")
     order = deque(sorted(range(len(requests)), key=lambda i: requests[i].arrival))
-    records = [Record(r) for r in requests]
+    records: dict[int, Record] = {}  # by id
+    admitted = [0.0] * len(requests)
+    times: list[list] = [[] for _ in requests]  # chunks of token times
+    decoding: set[int] = set()  # ids of the requests past their prompt
     waiting: deque[Request] = deque()
     prefilling: list[list] = []  # [request, prompt tokens in the cache]
     finishes: list[tuple[int, int]] = []  # heap of (step that ends it, id)
@@ -150,11 +151,12 @@ def simulate_continuous(
 
     def retire(i: int) -> None:  # request i's last token came with this step
         nonlocal reserved, n_dec, ctx
-        r, rec = requests[i], records[i]
-        rec.finish = rec.released = t
+        r = requests[i]
+        records[i] = Record(np.concatenate(times[i]).tolist(), r, admitted[i], t)
         reserved -= r.prompt + r.output
         if r.output > 1:
             n_dec, ctx = n_dec - 1, ctx - (r.prompt + r.output - 1)
+            decoding.remove(i)
 
     def retire_due() -> None:
         while finishes and finishes[0][0] == steps:
@@ -172,7 +174,7 @@ def simulate_continuous(
             if reserved + r.prompt + r.output > kv_capacity:
                 break  # first come, first served: no overtaking
             reserved += waiting.popleft().prompt + r.output
-            records[r.id].admitted = t
+            admitted[r.id] = t
             prefilling.append([r, r.cached])
         budget = (token_budget or np.inf) - n_dec  # the decodes go first
         chunks: list[Chunk] = []
@@ -185,17 +187,20 @@ def simulate_continuous(
         # endregion
         if chunks:  # a step with prompts: whole, or chunks within the budget
             t, steps, ctx = t + float(cost(chunks, n_dec, ctx)), steps + 1, ctx + n_dec
+            for i in decoding:  # one token each
+                times[i].append((t,))
             retire_due()
             for entry, (c, _) in zip(prefilling, chunks, strict=False):
                 entry[1] += c
                 r = entry[0]
                 if entry[1] < r.prompt:
                     continue
-                records[r.id].first_token = t
+                times[r.id].append((t,))  # its first token
                 if r.output == 1:
                     retire(r.id)
                 else:
                     n_dec, ctx = n_dec + 1, ctx + r.prompt
+                    decoding.add(r.id)
                     heapq.heappush(finishes, (steps + r.output - 1, r.id))
             prefilling = [e for e in prefilling if e[1] < e[0].prompt]
             continue
@@ -205,6 +210,8 @@ def simulate_continuous(
         if order and not waiting and n_dec < max_batch:
             k = min(k, int(np.searchsorted(ends, requests[order[0]].arrival)) + 1)
         t, steps, ctx = float(ends[k - 1]), steps + k, ctx + n_dec * k
+        for i in decoding:  # a token each step
+            times[i].append(ends[:k])
         # endregion
         retire_due()
-    return SimResult(records, steps)
+    return SimResult([records[r.id] for r in requests], steps)

@@ -25,6 +25,49 @@ from aiinfra.infer.quant import check_float_tensor, dequantize, quantize
 ACT_GRANULARITIES = ("token", "tensor")
 
 
+def check_weights(name: str, x: Tensor, weights: Tensor | list[Tensor]) -> list[Tensor]:
+    """The weight(s) that read ``x``, as a list, once checked against ``x``.
+
+    Args:
+        name: ``x``'s name in the caller, for the messages.
+        x: a floating tensor ``(..., in)``.
+        weights: one ``(out, in)`` floating tensor or several.
+
+    Raises:
+        TypeError: ``x`` or a weight is not a floating tensor.
+        ValueError: no weight, or one that is not ``(out, in)``.
+    """
+    check_float_tensor(name, x)
+    ws = [weights] if isinstance(weights, Tensor) else list(weights)
+    if not ws:
+        raise ValueError("weights must hold at least one (out, in) tensor")
+    for w in ws:
+        check_float_tensor("weights", w)
+        if w.dim() != 2 or w.shape[1] != x.shape[-1]:
+            raise ValueError(
+                f"weights must be (out, in) with in = {x.shape[-1]}, the last "
+                f"dimension of {name}, got {tuple(w.shape)}"
+            )
+    return ws
+
+
+def check_scales(s: Tensor, weight: Tensor) -> None:
+    """Check per-input-channel scales ``s`` of a weight ``(out, in)``.
+
+    Raises:
+        TypeError: ``s`` is not a floating tensor.
+        ValueError: ``s`` is not ``(in,)``, or a scale is not > 0.
+    """
+    check_float_tensor("s", s)
+    if weight.dim() != 2 or s.shape != (weight.shape[1],):
+        raise ValueError(
+            f"s must be (in,) for a weight (out, in), got s {tuple(s.shape)}, "
+            f"weight {tuple(weight.shape)}"
+        )
+    if (s <= 0).any():
+        raise ValueError("s must be > 0 in every channel")
+
+
 def smoothing_scales(
     act_absmax: Tensor, weights: Tensor | list[Tensor], alpha: float = 0.5
 ) -> Tensor:
@@ -44,17 +87,7 @@ def smoothing_scales(
         ValueError: for mismatched shapes, negative maxima or ``alpha`` outside
             ``[0, 1]``.
     """
-    check_float_tensor("act_absmax", act_absmax)
-    ws = [weights] if isinstance(weights, Tensor) else list(weights)
-    if not ws:
-        raise ValueError("weights must hold at least one (out, in) tensor")
-    for w in ws:
-        check_float_tensor("weights", w)
-        if w.dim() != 2 or w.shape[1] != act_absmax.shape[-1]:
-            raise ValueError(
-                f"weights must be (out, in) with in = {act_absmax.shape[-1]} "
-                f"(act_absmax's length), got {tuple(w.shape)}"
-            )
+    ws = check_weights("act_absmax", act_absmax, weights)
     if act_absmax.dim() != 1 or (act_absmax < 0).any():
         raise ValueError("act_absmax must be a 1-D tensor of maxima >= 0")
     if not 0.0 <= alpha <= 1.0:
@@ -82,21 +115,10 @@ def smooth(x: Tensor, weight: Tensor, s: Tensor) -> tuple[Tensor, Tensor]:
     """
     check_float_tensor("x", x)
     check_float_tensor("weight", weight)
-    _check_scales(s, weight)
+    check_scales(s, weight)
     if x.shape[-1] != s.shape[0]:
         raise ValueError(f"x must be (..., {s.shape[0]}), got {tuple(x.shape)}")
     return x / s, weight * s  # (..., in), (out, in)
-
-
-def _check_scales(s: Tensor, weight: Tensor) -> None:
-    check_float_tensor("s", s)
-    if weight.dim() != 2 or s.shape != (weight.shape[1],):
-        raise ValueError(
-            f"s must be (in,) for a weight (out, in), got s {tuple(s.shape)}, "
-            f"weight {tuple(weight.shape)}"
-        )
-    if (s <= 0).any():
-        raise ValueError("s must be > 0 in every channel")
 
 
 def fold_into_norm(norm_weight: Tensor, linears: list[nn.Linear], s: Tensor) -> None:
@@ -115,7 +137,7 @@ def fold_into_norm(norm_weight: Tensor, linears: list[nn.Linear], s: Tensor) -> 
         ValueError: for mismatched shapes or a scale <= 0.
     """
     for lin in linears:
-        _check_scales(s, lin.weight)
+        check_scales(s, lin.weight)
     with torch.no_grad():
         for lin in linears:
             lin.weight.mul_(s)  # (out, in): W diag(s)
@@ -168,7 +190,7 @@ class W8A8Linear(nn.Module):
             )
         w = linear.weight.detach()  # (out, in)
         if s is not None:
-            _check_scales(s, w)
+            check_scales(s, w)
             w = w * s  # (out, in): W diag(s)
         self.act_granularity = act_granularity
         self.register_buffer("s", None if s is None else s.detach().clone())

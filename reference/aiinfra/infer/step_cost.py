@@ -10,7 +10,11 @@ once, and the new keys and values written. On a GPU of peak ``F`` FLOP/s and HBM
 bandwidth ``W`` the step takes at least ``max(FLOPs / F, bytes / W)`` (the roofline of
 Williams et al. 2009): a decode step of a small batch is bound by the weights' bytes,
 a prefill step by the FLOPs. The bound leaves out activations, the sampler and kernel
-launches; ``overhead`` adds a fixed time per step. :class:`LinearStepCost` is a toy
+launches; ``overhead`` adds a fixed time per step. :func:`fused_step` counts those
+FLOPs and bytes (of quantized weights too) and :func:`roof_time` times a kernel:
+the one count and the one roof, which
+:func:`~aiinfra.infer.quant_triton.decode_step_time` and
+:mod:`~aiinfra.infer.phase_bench` use as well. :class:`LinearStepCost` is a toy
 cost for schedules worked by hand.
 """
 
@@ -26,10 +30,58 @@ from aiinfra.hardware import Gpu
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.flops import attention_flops_per_token, matmul_parameters
 from aiinfra.models.kv_cache_size import elements_per_token
+from aiinfra.models.roofline import Kernel
 
-Chunk = tuple[
-    int, int
-]  # (a prompt's new tokens in this step, its tokens cached before)
+# (a prompt's new tokens in this step, its tokens cached before)
+Chunk = tuple[int, int]
+Count = int | float | np.ndarray  # one step, or an array for a run of steps
+
+
+def fused_step(
+    c: TransformerConfig,
+    tokens: Count,
+    pairs: Count,
+    kv_tokens: Count,
+    weight_bytes: float = 2,
+    group_size: int | None = None,
+    kv_bytes: int = 2,
+) -> Kernel:
+    """The FLOPs and compulsory bytes of a whole forward step, as one kernel.
+
+    ``2 Psi_mm`` FLOPs per new token and ``4 L H d`` per (query, key) pair; every
+    matmul weight read once, plus one 2-byte scale per ``group_size`` weights, and
+    the keys and values of ``kv_tokens`` tokens read or written.
+
+    Args:
+        c: a dense model (no mixture-of-experts layers).
+        tokens: new tokens of the step.
+        pairs: (query, key) pairs attended, over all the step's sequences.
+        kv_tokens: tokens whose keys and values the step moves.
+        weight_bytes: per matmul weight (2: bf16; 0.5: int4).
+        group_size: weights per scale of quantized weights; ``None``: no scales.
+        kv_bytes: per cached element (2: bf16).
+
+    Raises:
+        ValueError: a mixture-of-experts model.
+    """
+    if c.n_moe_layers:
+        raise ValueError("c must be a dense model (no mixture-of-experts)")
+    psi = matmul_parameters(c)  # the weights a token meets: all of them
+    flops = 2 * psi * tokens + attention_flops_per_token(c, 1) // 3 * pairs
+    weights = psi * weight_bytes + (2 * psi / group_size if group_size else 0)
+    moved = weights + kv_bytes * elements_per_token(c) * kv_tokens
+    return Kernel("step", flops, moved)
+
+
+def roof_time(k: Kernel, gpu: Gpu, fmt: str = "bf16") -> np.ndarray | float:
+    """Seconds of ``k`` at its roof, ``max(FLOPs / F, bytes / W)``, per element.
+
+    ``F``: the dense peak of the format the math runs in; ``W``: HBM bandwidth.
+    """
+    compute, memory = k.flops / gpu.peak_flops(fmt), k.bytes / gpu.hbm_bandwidth
+    if isinstance(compute, np.ndarray) or isinstance(memory, np.ndarray):
+        return np.maximum(compute, memory)
+    return max(compute, memory)
 
 
 class StepCost(Protocol):
@@ -86,10 +138,7 @@ class RooflineStepCost:
             raise ValueError("config must be a dense model (no mixture-of-experts)")
         if not overhead >= 0:
             raise ValueError(f"overhead must be >= 0 seconds, got {overhead!r}")
-        self.gpu, self.overhead = gpu, overhead
-        self.matmul_flops = 2 * matmul_parameters(config)  # per new token
-        self.weight_bytes = 2 * matmul_parameters(config)  # bf16, read once a step
-        self.pair_flops = attention_flops_per_token(config, 1) // 3  # forward: 4 L H d
+        self.config, self.gpu, self.overhead = config, gpu, overhead
         self.kv_bytes = 2 * elements_per_token(config)  # per cached token, bf16
 
     def __call__(
@@ -101,10 +150,8 @@ class RooflineStepCost:
         for c, s in chunks:  # c new tokens after s cached: they attend s+1 ... s+c
             tokens, cached = tokens + c, cached + s
             pairs = pairs + c * s + c * (c + 1) // 2
-        flops = self.matmul_flops * tokens + self.pair_flops * pairs
-        moved = self.weight_bytes + self.kv_bytes * (cached + tokens)  # read + written
-        compute, memory = flops / self.gpu.bf16_flops, moved / self.gpu.hbm_bandwidth
+        kv = cached + tokens  # keys and values read, and written for the new tokens
+        step = fused_step(self.config, tokens, pairs, kv)  # FLOPs and bytes
+        seconds = roof_time(step, self.gpu) + self.overhead
         # endregion
-        if isinstance(compute, np.ndarray):  # a run of decode steps
-            return np.maximum(compute, memory) + self.overhead
-        return max(compute, memory) + self.overhead
+        return seconds

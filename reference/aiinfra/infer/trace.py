@@ -7,18 +7,23 @@ of mean ``1 / lambda``), the open-loop load of serving evaluations such as vLLM'
 (Kwon et al. 2023, Sec. 6.1), and the lengths are drawn uniformly from
 given ranges by a seeded ``numpy.random.Generator``, so a trace is reproducible. A
 simulated or real server turns each request into a :class:`Record`: when it was
-admitted, when its first output token came (time to first token, TTFT), when its
-last one came, and the time per output token after the first (TPOT).
-:func:`latency_summary` reduces the records to throughput and percentiles.
+admitted, when each of its output tokens came and when its cache was freed. A
+record is a :class:`~aiinfra.infer.metrics.RequestRecord`, so its time to first
+token (TTFT) and time per output token (TPOT) are those of
+:mod:`aiinfra.infer.metrics`, and :func:`latency_summary` is that module's
+:func:`~aiinfra.infer.metrics.summarize` as one flat dictionary.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from statistics import fmean
 
 import numpy as np
+
+from aiinfra.infer.metrics import RequestRecord, summarize
 
 
 @dataclass(frozen=True)
@@ -53,31 +58,63 @@ class Request:
             )
 
 
-@dataclass
-class Record:
-    """What happened to one request (times in seconds since the trace began).
+@dataclass(frozen=True)
+class Record(RequestRecord):
+    """What a server made of one request: its token times and when it held a slot.
 
-    ``admitted``: its first step began; ``released``: its cache was freed (the end
-    of its batch under static batching, ``finish`` otherwise).
+    A :class:`~aiinfra.infer.metrics.RequestRecord` (its arrival is the request's),
+    so TTFT, TPOT and every metric of :mod:`aiinfra.infer.metrics` apply to it.
+
+    Args:
+        token_times: when each of the request's ``output`` tokens came out, in
+            seconds since the trace began.
+        request: the request served.
+        admitted: when its first step began.
+        released: when its cache was freed: the end of its batch under static
+            batching, its last token otherwise.
+
+    Raises:
+        TypeError: ``request`` is not a :class:`Request`; and as ``RequestRecord``.
+        ValueError: not ``request.output`` token times, ``admitted`` outside
+            ``[arrival, first_token]``, ``released`` before ``finish``; and as
+            ``RequestRecord``.
     """
 
+    arrival: float = field(init=False)
     request: Request
-    admitted: float = math.nan
-    first_token: float = math.nan
-    finish: float = math.nan
-    released: float = math.nan
+    admitted: float
+    released: float
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.request, Request):
+            raise TypeError(f"request must be a Request, got {self.request!r}")
+        object.__setattr__(self, "arrival", self.request.arrival)
+        super().__post_init__()
+        if self.output_tokens != self.request.output:
+            raise ValueError(
+                f"token_times must hold request.output = {self.request.output} "
+                f"times, got {self.output_tokens}"
+            )
+        if not self.arrival <= self.admitted <= self.first_token:
+            raise ValueError(
+                f"admitted = {self.admitted} s must lie between arrival = "
+                f"{self.arrival} s and the first token at {self.first_token} s"
+            )
+        if self.released < self.finish:
+            raise ValueError(
+                f"released = {self.released} s is before the last token at "
+                f"{self.finish} s"
+            )
 
     @property
-    def ttft(self) -> float:
-        """Time to first token: first token minus arrival."""
-        return self.first_token - self.request.arrival
+    def first_token(self) -> float:
+        """When its first token came out (the end of its prefill)."""
+        return self.token_times[0]
 
     @property
-    def tpot(self) -> float:
-        """Time per output token after the first; NaN for a one-token output."""
-        if self.request.output == 1:
-            return math.nan
-        return (self.finish - self.first_token) / (self.request.output - 1)
+    def finish(self) -> float:
+        """When its last token came out."""
+        return self.token_times[-1]
 
 
 def _check_range(name: str, bounds: tuple[int, int]) -> None:
@@ -128,44 +165,34 @@ def poisson_trace(
     ]
 
 
-def latency_summary(records: Sequence[Record]) -> dict[str, float]:
-    """Throughput and TTFT/TPOT percentiles of finished requests.
+def latency_summary(records: Sequence[RequestRecord]) -> dict[str, float]:
+    """Throughput and TTFT/TPOT percentiles of a run, as one flat dictionary.
+
+    :func:`~aiinfra.infer.metrics.summarize` at the 50th and 99th percentiles,
+    plus the mean TTFT.
 
     Args:
-        records: one per request, all finished.
+        records: one per request (a :class:`Record` or any ``RequestRecord``).
 
     Returns:
         ``requests``, ``output_tokens``, ``duration`` (first arrival to last
-        finish, s), ``throughput`` (output tokens/s), ``request_rate``
+        token, s), ``throughput`` (output tokens/s), ``request_rate``
         (requests/s), ``ttft_mean``, ``ttft_p50``, ``ttft_p99``, ``tpot_p50``,
-        ``tpot_p99`` (s; TPOT over the requests with two or more output tokens,
-        NaN if none); percentiles interpolate linearly (numpy's default).
+        ``tpot_p99`` (s; TPOT over the requests with two or more output tokens).
 
     Raises:
-        ValueError: no records, or a request that did not finish.
+        TypeError, ValueError: as :func:`~aiinfra.infer.metrics.summarize`.
     """
-    if not records:
-        raise ValueError("records must not be empty")
-    if any(not math.isfinite(r.finish) for r in records):
-        raise ValueError("records must all be finished (finite finish times)")
-    start = min(r.request.arrival for r in records)
-    duration = max(r.finish for r in records) - start
-    tokens = sum(r.request.output for r in records)
-    ttft = np.array([r.ttft for r in records])
-    tpot = np.array([r.tpot for r in records if r.request.output > 1])
-
-    def pct(x: np.ndarray, q: float) -> float:
-        return float(np.percentile(x, q)) if x.size else math.nan
-
+    m = summarize(records, (50, 99))
     return {
-        "requests": len(records),
-        "output_tokens": tokens,
-        "duration": duration,
-        "throughput": tokens / duration,
-        "request_rate": len(records) / duration,
-        "ttft_mean": float(ttft.mean()),
-        "ttft_p50": pct(ttft, 50),
-        "ttft_p99": pct(ttft, 99),
-        "tpot_p50": pct(tpot, 50),
-        "tpot_p99": pct(tpot, 99),
+        "requests": m.requests,
+        "output_tokens": m.output_tokens,
+        "duration": m.duration,
+        "throughput": m.throughput,
+        "request_rate": m.request_rate,
+        "ttft_mean": fmean(r.ttft for r in records),
+        "ttft_p50": m.ttft[50],
+        "ttft_p99": m.ttft[99],
+        "tpot_p50": m.tpot[50],
+        "tpot_p99": m.tpot[99],
     }

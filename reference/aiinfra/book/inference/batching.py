@@ -174,6 +174,7 @@ GANTT_TRACE = [  # (arrival s, prompt, output): six requests for the timeline
     (0.09, 256, 20),
 ]
 GANTT_BATCH, N_GANTT = 3, len(GANTT_TRACE)
+_GANTT_TIMES = ("arrival", "admitted", "first_token", "finish", "released")
 
 
 def gantt_figure() -> Figure:
@@ -193,7 +194,7 @@ def gantt_figure() -> Figure:
         axes, (("static", static), ("continuous", continuous)), strict=True
     ):
         for row, rec in enumerate(result.records):
-            times = {"arrival": rec.request.arrival, **vars(rec)}
+            times = {t: getattr(rec, t) for t in _GANTT_TIMES}
             for start, end, colour, label in phases:
                 left, width = 1e3 * times[start], 1e3 * (times[end] - times[start])
                 if width > 0:

@@ -29,6 +29,7 @@ QC_ALPHA = 0.5  # SmoothQuant's migration strength for most models
 QC_AWQ_GRID = 20  # AWQ's grid of exponents
 QC_TOKENS, QC_IN, QC_OUT = 256, 64, 64  # the demonstration layer
 QC_OUTLIERS = {5: 60.0, 23: 30.0, 41: 15.0}  # channel -> how much larger
+QC_WEIGHT_STD = 0.05  # the demonstration's weights: normal, this standard deviation
 QC_GROUP = 32  # AWQ's group in the demonstration (the papers use 128)
 # Frantar et al. 2023, Table 3 (FACTS.md): OPT-125M, WikiText2 perplexity.
 QC_PUBLISHED_PPL = {"fp16": 27.65, "rtn": 37.28, "gptq": 31.12}
@@ -57,8 +58,13 @@ def _demo() -> tuple[Tensor, Tensor]:
     x = torch.randn(QC_TOKENS, QC_IN, generator=g)
     for j, scale in QC_OUTLIERS.items():
         x[:, j] *= scale
-    w = 0.05 * torch.randn(QC_OUT, QC_IN, generator=g)
+    w = QC_WEIGHT_STD * torch.randn(QC_OUT, QC_IN, generator=g)
     return x, w
+
+
+def qc_outlier_scale(rank: int) -> float:
+    """The ``rank``-th largest outlier factor of the demonstration (0: the largest)."""
+    return sorted(QC_OUTLIERS.values(), reverse=True)[rank]
 
 
 def qc_w8a8_error(smoothed: bool) -> float:
@@ -71,11 +77,6 @@ def qc_w8a8_error(smoothed: bool) -> float:
     with torch.no_grad():
         y, y_hat = lin(x), W8A8Linear(lin, s, "tensor")(x)
     return 100 * float((y_hat - y).norm() / y.norm())
-
-
-def _qc_w8a8_gain() -> float:
-    """How many times smaller SmoothQuant makes the demonstration's W8A8 error."""
-    return qc_w8a8_error(False) / qc_w8a8_error(True)
 
 
 def qc_activation_range(smoothed: bool) -> float:
@@ -175,9 +176,22 @@ def qc_ppl_increase(key: str) -> float:
     return 100 * (_qc_ppl(key) / _qc_ppl("float-w16") - 1)
 
 
-def _qc_floor_ppl() -> float:
-    """The perplexity of the language's own law on the held-out set."""
-    return _eval()["floor_ppl"]
+def qc_int8_max_ppl_change() -> float:
+    """The largest perplexity change of an int8 run from the float model, percent."""
+    int8 = [r["key"] for r in _eval()["rows"] if r["bits"] == 8]
+    return max(abs(qc_ppl_increase(key)) for key in int8)
+
+
+def qc_eval_group() -> int:
+    """The group size of the stamped evaluation's group-wise runs.
+
+    Raises:
+        ValueError: the runs have no group size, or several.
+    """
+    groups = {r["group_size"] for r in _eval()["rows"]} - {None}
+    if len(groups) != 1:
+        raise ValueError(f"the stamped runs must share one group size, got {groups}")
+    return groups.pop()
 
 
 def qc_config(name: str) -> Any:
@@ -222,7 +236,8 @@ def qc_eval_table() -> Table:
     ]
     note = (
         "Held-out perplexity; relative weight and output errors averaged over "
-        "the quantized layers; row: one scale per output row, g32: per 32 inputs."
+        f"the quantized layers; row: one scale per output row, g{qc_eval_group()}: "
+        f"per {qc_eval_group()} inputs."
     )
     st, c = res["stamp"], res["config"]
     stamp = (

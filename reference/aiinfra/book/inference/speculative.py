@@ -22,8 +22,10 @@ from aiinfra.infer.speculative import (
     verify,
 )
 from aiinfra.infer.speculative_bench import load_speculative_bench
+from aiinfra.infer.step_cost import roof_time
 from aiinfra.models.params import count_parameters
 from aiinfra.models.presets import preset
+from aiinfra.models.roofline import Kernel
 from aiinfra.report import Table
 
 SPEC_P = (0.4, 0.3, 0.1, 0.1, 0.1)  # the tests' toy laws: sum min(p, q) = 0.6
@@ -87,21 +89,9 @@ def spec_rule_figure() -> Figure:
     a.set_ylabel("probability")
     a.legend(fontsize=7)
     b.bar(idx, torch.minimum(p, q), color="0.6", label="min(p, q): accepted")
-    b.bar(
-        idx,
-        (p - q).clamp(min=0),
-        bottom=torch.minimum(p, q),
-        color="C3",
-        label="max(0, p - q)",
-    )
-    b.plot(
-        idx,
-        residual_distribution(p, q),
-        "D",
-        color="C3",
-        mfc="none",
-        label="residual, normalised",
-    )
+    excess, residual = (p - q).clamp(min=0), residual_distribution(p, q)
+    b.bar(idx, excess, bottom=torch.minimum(p, q), color="C3", label="max(0, p - q)")
+    b.plot(idx, residual, "D", color="C3", mfc="none", label="residual, normalised")
     b.set_title(f"accepted mass alpha = {spec_alpha():.2f}", fontsize=9)
     b.legend(fontsize=7)
     c.bar(idx - 0.2, p, 0.4, color="C0", label="target p")
@@ -121,13 +111,29 @@ def spec_chi2() -> float:
     return float(((counts - SPEC_ROWS * p) ** 2 / (SPEC_ROWS * p)).sum())
 
 
-def _bench() -> dict:  # the stamped CPU run
-    return load_speculative_bench()
+def spec_chi2_quantile(level: float = 0.999, df: int = len(SPEC_P) - 1) -> float:
+    """The ``level`` quantile of the chi-square law on ``df`` degrees of freedom.
+
+    Bisection on its CDF ``P(df / 2, x / 2)`` (the regularised lower incomplete
+    gamma function), to a relative ``1e-12``.
+    """
+
+    def cdf(x: float) -> float:
+        half = torch.tensor([df / 2, x / 2], dtype=torch.float64)
+        return float(torch.special.gammainc(half[0], half[1]))
+
+    lo, hi = 0.0, float(df)
+    while cdf(hi) < level:
+        lo, hi = hi, 2 * hi
+    while hi - lo > 1e-12 * hi:
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if cdf(mid) < level else (lo, mid)
+    return (lo + hi) / 2
 
 
 def _measured() -> list[dict]:
     """Per ``k``: alpha, tokens per call, speed-up measured and modelled."""
-    res = _bench()
+    res = load_speculative_bench()
     step = res["baseline"]["seconds"] / res["baseline"]["tokens"]  # plain decoding
     return [
         {
@@ -144,9 +150,14 @@ def _measured() -> list[dict]:
     ]
 
 
+def _column(name: str) -> list:
+    """One column of the measured rows, in the order of ``k``."""
+    return [r[name] for r in _measured()]
+
+
 def spec_cost_ratio() -> float:
     """The measured ``c``: the draft's forward pass over the target's (one token)."""
-    f = _bench()["forward_ms"]
+    f = load_speculative_bench()["forward_ms"]
     return f["draft_1"] / f["target_1"]
 
 
@@ -169,7 +180,7 @@ def spec_effective_cost(k: int) -> float:
 
 def spec_bench_load() -> float:
     """The machine's load (1 min) when the CPU measurement was stamped."""
-    return _bench()["stamp"]["load_1min"]
+    return load_speculative_bench()["stamp"]["load_1min"]
 
 
 def spec_best_k() -> int:
@@ -181,7 +192,7 @@ def spec_bench_table() -> Table:
     """The stamped CPU measurements, with the formula and the model beside them."""
     digits = {"alpha": 3, "accepted": 3}  # the others: 2
     rows = [[round(v, digits.get(n, 2)) for n, v in r.items()] for r in _measured()]
-    res = _bench()
+    res = load_speculative_bench()
     st, cfg, f = res["stamp"], res["config"], res["forward_ms"]
     stamp = (
         f"target h = {cfg['target_width']}, L = {cfg['target_layers']}; draft "
@@ -216,14 +227,8 @@ def spec_tokens_figure() -> Figure:
         )
     sim = [spec_simulated_tokens_per_call(k) for k in SPEC_SIM_KS]
     ax.plot(SPEC_SIM_KS, sim, "kx", label="simulated, alpha = 0.6")
-    m = _measured()
-    ax.plot(
-        [r["k"] for r in m],
-        [r["per_call"] for r in m],
-        "ko",
-        mfc="none",
-        label="measured on the CPU",
-    )
+    cpu = "measured on the CPU"
+    ax.plot(_column("k"), _column("per_call"), "ko", mfc="none", label=cpu)
     ax.set_xlabel("drafted tokens k")
     ax.set_ylabel("tokens per target call")
     ax.legend(fontsize=7, ncol=2)
@@ -241,14 +246,9 @@ def spec_speedup_figure() -> Figure:
             [_speedup(SPEC_MODEL_ALPHA, k, c) for k in ks],
             label=f"model, alpha = {SPEC_MODEL_ALPHA}, c = {c}",
         )
-    m = _measured()
-    ax.plot(
-        [r["k"] for r in m],
-        [r["model"] for r in m],
-        "k--",
-        label="model at the run's alpha, forward-pass c",
-    )
-    ax.plot([r["k"] for r in m], [r["speedup"] for r in m], "ko", label="measured")
+    label = "model at the run's alpha, forward-pass c"
+    ax.plot(_column("k"), _column("model"), "k--", label=label)
+    ax.plot(_column("k"), _column("speedup"), "ko", label="measured")
     ax.axhline(1, color="k", lw=0.5)
     ax.set_xlabel("drafted tokens k")
     ax.set_ylabel("speed-up over plain decoding")
@@ -263,8 +263,7 @@ def spec_gpu_step_ms(tokens: int, gpu: str = "H100") -> float:
     attention over the cache is left out (short contexts).
     """
     psi = count_parameters(preset(SPEC_GPU_MODEL)).total
-    g = GPUS[gpu]
-    return 1e3 * max(2 * psi * tokens / g.bf16_flops, 2 * psi / g.hbm_bandwidth)
+    return 1e3 * roof_time(Kernel("pass", 2 * psi * tokens, 2 * psi), GPUS[gpu])
 
 
 def spec_gpu_ridge_tokens(gpu: str = "H100") -> float:
@@ -284,7 +283,7 @@ def spec_gpu_figure() -> Figure:
         "o-",
         label=f"H100, {SPEC_GPU_MODEL}, bf16 (roofline model)",
     )
-    f = _bench()["forward_ms"]
+    f = load_speculative_bench()["forward_ms"]
     cpu = sorted((int(key.split("_")[1]), v) for key, v in f.items() if "target" in key)
     ax.plot(
         [n for n, _ in cpu],
