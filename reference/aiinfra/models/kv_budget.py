@@ -50,7 +50,7 @@ def kv_budget(
 
     Args:
         c: the model (a dense one: every layer as the config describes it).
-        gpu: the accelerator (:data:`~aiinfra.hardware.GPUS`).
+        gpu: the accelerator (:data:`~aiinfra.hardware.specs.GPUS`).
         n_gpus: ``p``, the tensor-parallel group size.
         bytes_per_element: of the cache, 2 for bf16.
         bytes_per_weight: of the weights, 2 for bf16.

@@ -165,7 +165,7 @@ def layer_costs(
         n_ranks: p = N_d, ranks of the ring collectives.
         link: a key of :data:`~aiinfra.parallel.overlap_bound.H100_LINKS` (its
             bandwidth per direction and latency).
-        gpu: a key of :data:`~aiinfra.hardware.GPUS` (its dense BF16 peak).
+        gpu: a key of :data:`~aiinfra.hardware.specs.GPUS` (its dense BF16 peak).
 
     Raises:
         ValueError: ``tokens`` < 1, ``n_ranks`` < 2, or an unknown key.

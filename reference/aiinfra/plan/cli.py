@@ -43,7 +43,7 @@ def tokens(text: str) -> int:
 
 
 def gpu_kind(text: str) -> str:
-    """An argparse type: a key of :data:`aiinfra.hardware.GPUS`, any case."""
+    """An argparse type: a key of :data:`aiinfra.hardware.specs.GPUS`, any case."""
     if text.upper() not in GPUS:
         raise argparse.ArgumentTypeError(
             f"must be one of {', '.join(sorted(GPUS))}, got {text!r}"

@@ -53,7 +53,7 @@ class Job:
 
     Args:
         model: the model.
-        gpu: a key of :data:`aiinfra.hardware.GPUS` (``"H100"``).
+        gpu: a key of :data:`aiinfra.hardware.specs.GPUS` (``"H100"``).
         gpus: GPUs of the job; whole nodes, or part of one node.
         global_batch: tokens per optimizer step.
         seq: T, tokens per sequence; must divide ``global_batch``.

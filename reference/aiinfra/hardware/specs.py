@@ -74,6 +74,7 @@ class Gpu:
 
 # A100 SXM 80GB, H100 SXM and H200 SXM datasheets; SMs: the whitepapers. The
 # H100/H200 datasheets print TF32, BF16 and FP8 with 2:4 sparsity; dense is half.
+#: The accelerators by name (``"H100"``): dense peaks per format, HBM, links.
 GPUS = {
     "A100": Gpu(
         "A100 SXM 80GB", 312e12, 2.039e12, 80 * 10**9, 108, 19.5e12, 156e12, None

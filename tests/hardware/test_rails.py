@@ -1,0 +1,102 @@
+"""The rail-optimised cluster against the fat-tree and against its wired graph.
+
+The counts :func:`rail_cluster` returns are wired switch by switch: every switch must
+fit its radix, every NIC have its leaf, and the max-flow between two halves of the
+nodes must equal the claimed bisection (non-blocking).
+"""
+
+from collections import Counter
+
+import pytest
+from aiinfra.hardware.rails import rail_cluster
+from aiinfra.hardware.topology import fat_tree
+
+from tests.hardware.graphs import B, bisection, port_counts
+
+
+def _rail_links(c, radix: int, g: int) -> Counter:
+    """Wire the counts of ``c``: NIC i of node n on leaf (i, n // d); each leaf linked
+    alike to each spine (two tiers) or to each aggregation switch of its pod, and
+    aggregation switch a of every pod alike to each core of group a (three tiers)."""
+    links, d = Counter(), radix // 2
+    lpr_pod = c.leaves_per_rail // c.pods  # leaves of one rail in one pod
+    for n in range(c.nodes):
+        for i in range(g):
+            links[(("nic", n, i), ("leaf", i, n // d))] += 1
+    leaves = [("leaf", i, j) for i in range(g) for j in range(c.leaves_per_rail)]
+    if c.tiers == 2:
+        assert d % c.spines == 0
+        for leaf in leaves:
+            for s in range(c.spines):
+                links[(leaf, ("spine", s))] += d // c.spines
+        return links
+    agg_pod = c.spines // c.pods
+    cores_group = c.core // agg_pod
+    assert d % agg_pod == 0 and d % cores_group == 0
+    for _, i, j in leaves:
+        for a in range(agg_pod):
+            links[(("leaf", i, j), ("agg", j // lpr_pod, a))] += d // agg_pod
+    for pod in range(c.pods):
+        for a in range(agg_pod):
+            for x in range(cores_group):
+                links[(("agg", pod, a), ("core", a, x))] += d // cores_group
+    return links
+
+
+@pytest.mark.parametrize(
+    ("gpus", "radix", "g", "tiers"),
+    [
+        (1, 8, 4, 2),
+        (12, 8, 2, 2),
+        (20, 8, 4, 2),  # 5 nodes: halves of unequal nodes
+        (32, 8, 4, 2),  # the largest two-tier network
+        (40, 8, 4, 3),  # three pods, parallel links to the core
+        (30, 8, 3, 3),  # g does not divide radix/2
+        (128, 8, 4, 3),  # the largest three-tier network
+    ],
+)
+def test_rail_cluster_is_realisable_and_non_blocking(gpus, radix, g, tiers):
+    c = rail_cluster(gpus, radix=radix, nic_gbps=B, gpus_per_node=g)
+    links = _rail_links(c, radix, g)
+    ports = port_counts(links)
+    kinds = Counter(n[0] for n in ports)
+    assert c.tiers == tiers and c.rails == g and kinds["nic"] == c.nodes * g >= gpus
+    assert kinds["leaf"] == c.leaves and kinds["core"] == c.core
+    assert kinds["spine"] + kinds["agg"] == c.spines
+    assert c.switches == c.leaves + c.spines + c.core
+    assert max(p for n, p in ports.items() if n[0] != "nic") <= radix
+    assert sum(links.values()) == c.links and c.optics == 2 * c.links
+    assert c.max_gpus <= c.leaves * radix // 2
+    nics = sorted(n for n in ports if n[0] == "nic")
+    half = len(nics) // 2
+    assert bisection(links, nics[:half], nics[half:]) == c.bisection_gbps
+    assert c.bisection_per_gpu_gbps == (B if half else 0.0)
+
+
+@pytest.mark.parametrize(("radix", "g"), [(8, 4), (16, 8), (64, 8)])
+def test_full_rail_cluster_has_the_fat_tree_sizes(radix, g):
+    ft = fat_tree(radix)
+    three = rail_cluster(ft.hosts, radix=radix, gpus_per_node=g)
+    assert (three.tiers, three.switches, three.links) == (3, ft.switches, ft.links)
+    # two tiers: k leaves and k/2 spines hold k^2/2 GPUs
+    two = rail_cluster(radix * radix // 2, radix=radix, gpus_per_node=g)
+    assert (two.tiers, two.switches) == (2, 3 * radix // 2)
+    assert rail_cluster(radix * radix // 2 + 1, radix=radix, gpus_per_node=g).tiers == 3
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "name"),
+    [
+        (lambda: rail_cluster(64, radix=7), ValueError, "radix"),
+        (lambda: rail_cluster(64, radix=2), ValueError, "radix"),
+        (lambda: rail_cluster(0), ValueError, "gpus"),
+        (lambda: rail_cluster(129, radix=8, gpus_per_node=4), ValueError, "gpus"),
+        (lambda: rail_cluster(64, radix=4, gpus_per_node=8), ValueError, "radix"),
+        (lambda: rail_cluster(64, gpus_per_node=0), ValueError, "gpus_per_node"),
+        (lambda: rail_cluster(64, nic_gbps=-1.0), ValueError, "nic_gbps"),
+        (lambda: rail_cluster(64.0), TypeError, "gpus"),
+    ],
+)
+def test_bad_input_raises_naming_the_argument(call, error, name):
+    with pytest.raises(error, match=name):
+        call()
