@@ -1,4 +1,7 @@
-"""The inference chapter's commands: ``aiinfra bench decode`` and ``aiinfra serve``.
+"""The inference chapter's commands: ``bench``, ``quantize``, ``distill``, ``serve``.
+
+The benches are ``decode``, ``engine`` (both in :mod:`.bench_cli`), ``phases`` and
+``speculative``.
 
 ``aiinfra bench decode`` times greedy decoding with and without the KV cache, token
 by token (:mod:`aiinfra.infer.decode_bench`), and stamps the result into
@@ -21,156 +24,26 @@ import sys
 from aiinfra import results
 from aiinfra.clikit import Command, int_at_least, positive_float
 from aiinfra.infer import (
-    decode_bench,
     distill_train,
-    engine_bench,
     phase_bench,
     quant_eval,
     serve_cli,
     speculative_bench,
 )
-
-
-def add_bench_decode(parser: argparse.ArgumentParser) -> None:
-    """Flags of ``aiinfra bench decode``."""
-    add = parser.add_argument
-    d = decode_bench.DecodeBenchConfig()
-    add("--d-model", type=int_at_least(1), default=d.d_model, help="hidden width h")
-    add(
-        "--layers",
-        dest="n_layers",
-        type=int_at_least(1),
-        default=d.n_layers,
-        help="layers L",
-    )
-    add(
-        "--heads",
-        dest="n_heads",
-        type=int_at_least(1),
-        default=d.n_heads,
-        help="query heads H",
-    )
-    add(
-        "--kv-heads",
-        dest="n_kv_heads",
-        type=int_at_least(1),
-        default=d.n_kv_heads,
-        help="KV heads G",
-    )
-    add("--prompt-len", type=int_at_least(1), default=d.prompt_len, help="prompt T_0")
-    add(
-        "--new-tokens",
-        type=int_at_least(1),
-        default=d.new_tokens,
-        help="tokens to generate",
-    )
-    add("--batch", type=int_at_least(1), default=d.batch, help="sequences B")
-    add("--repeats", type=int_at_least(1), default=d.repeats, help="timed runs")
-    add("--threads", type=int_at_least(1), default=d.threads, help="torch threads")
-    add("--out", help="write the stamped JSON here (default: the book's file)")
-    add("--no-write", action="store_true", help="print only, write no file")
-    add("--json", action="store_true", help="print JSON, not text")
-
-
-def check_bench_decode(args: argparse.Namespace) -> decode_bench.DecodeBenchConfig:
-    """The run's config; its ValueError names the flag (exit status 2)."""
-    report_at = tuple(n for n in (32, 64, 128, 256, 512) if n < args.new_tokens)
-    return decode_bench.DecodeBenchConfig(
-        d_model=args.d_model,
-        n_layers=args.n_layers,
-        n_heads=args.n_heads,
-        n_kv_heads=args.n_kv_heads,
-        prompt_len=args.prompt_len,
-        new_tokens=args.new_tokens,
-        batch=args.batch,
-        repeats=args.repeats,
-        threads=args.threads,
-        report_at=(*report_at, args.new_tokens),
-    )
-
-
-def run_bench_decode(args: argparse.Namespace) -> int:
-    """Time both loops; print a table and stamp the file."""
-    cfg = check_bench_decode(args)
-    res = decode_bench.run_bench(cfg)
-    if not args.no_write:
-        path = decode_bench.write(res, args.out)
-        print(f"wrote {path}", file=sys.stderr)
-        res = decode_bench.load(path)
-    else:
-        res = {"stamp": results.machine_stamp(1, "cpu"), **res}
-    table = decode_bench.decode_bench_table(res)
-    print(table.to_json() if args.json else table.to_text())
-    return 0
-
-
-def add_bench_engine(parser: argparse.ArgumentParser) -> None:
-    """Flags of ``aiinfra bench engine``."""
-    add = parser.add_argument
-    d = engine_bench.EngineBenchConfig()
-    add("--requests", type=int_at_least(1), default=d.requests, help="requests")
-    add(
-        "--batch-sizes",
-        type=_ints,
-        default=d.batch_sizes,
-        help="max_num_seqs of the sweep, increasing, e.g. 1,4,16",
-    )
-    add(
-        "--static-batch",
-        type=int_at_least(1),
-        default=d.static_batch,
-        help="group size of static batching (and of its continuous twin)",
-    )
-    add("--prompt-max", type=int_at_least(1), default=d.prompt_max)
-    add("--output-max", type=int_at_least(1), default=d.output_max)
-    add("--threads", type=int_at_least(1), default=d.threads, help="torch threads")
-    add("--out", help="write the stamped JSON here (default: the book's file)")
-    add("--no-write", action="store_true", help="print only, write no file")
-    add("--json", action="store_true", help="print JSON, not text")
-
-
-def run_bench_engine(args: argparse.Namespace) -> int:
-    """Serve the sweep, static and continuous, and prefix caching; print, stamp."""
-    cfg = engine_bench.EngineBenchConfig(
-        requests=args.requests,
-        batch_sizes=args.batch_sizes,
-        static_batch=args.static_batch,
-        prompt_max=args.prompt_max,
-        prompt_min=min(engine_bench.EngineBenchConfig.prompt_min, args.prompt_max),
-        output_max=args.output_max,
-        output_min=min(engine_bench.EngineBenchConfig.output_min, args.output_max),
-        threads=args.threads,
-    )
-    res = engine_bench.run_bench(cfg)
-    if not args.no_write:
-        path = engine_bench.write(res, args.out)
-        print(f"wrote {path}", file=sys.stderr)
-        res = engine_bench.load(path)
-    else:
-        res = {"stamp": results.machine_stamp(1, "cpu"), **res}
-    table = engine_bench.engine_table(res)
-    print(table.to_json() if args.json else table.to_text())
-    return 0
-
-
-def _ints(text: str) -> tuple[int, ...]:
-    """``1,2,4``: counts (drafted tokens, batch sizes), each >= 1."""
-    try:
-        values = tuple(int(v) for v in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected integers separated by commas, e.g. 1,2,4, got {text!r}"
-        ) from None
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"each value must be >= 1, got {text!r}")
-    return values
+from aiinfra.infer.bench_cli import (
+    add_bench_decode,
+    add_bench_engine,
+    int_list,
+    run_bench_decode,
+    run_bench_engine,
+)
 
 
 def add_bench_speculative(parser: argparse.ArgumentParser) -> None:
     """Flags of ``aiinfra bench speculative``."""
     add = parser.add_argument
     d = speculative_bench.SpeculativeBenchConfig()
-    add("--ks", type=_ints, default=d.ks, help="drafted tokens per call, e.g. 1,2,4")
+    add("--ks", type=int_list, default=d.ks, help="drafted tokens per call, e.g. 1,2,4")
     add("--new-tokens", type=int_at_least(1), default=d.new_tokens)
     add("--prompts", type=int_at_least(1), default=d.prompts)
     add("--repeats", type=int_at_least(1), default=d.repeats, help="timed runs")
@@ -239,9 +112,12 @@ def add_bench_phases(parser: argparse.ArgumentParser) -> None:
     add("--d-ff", type=int_at_least(1), default=d.d_ff, help="MLP width")
     add("--vocab", dest="vocab_size", type=int_at_least(1), default=d.vocab_size)
     add(
-        "--prompt-lens", type=_ints, default=d.prompt_lens, help="prefill T, e.g. 16,64"
+        "--prompt-lens",
+        type=int_list,
+        default=d.prompt_lens,
+        help="prefill T, e.g. 16,64",
     )
-    add("--batches", type=_ints, default=d.batches, help="decode B, e.g. 1,4,16")
+    add("--batches", type=int_list, default=d.batches, help="decode B, e.g. 1,4,16")
     add("--context", type=int_at_least(1), default=d.context, help="cached tokens")
     add("--decode-steps", type=int_at_least(1), default=d.decode_steps)
     add("--repeats", type=int_at_least(1), default=d.repeats, help="timed runs")
