@@ -1,4 +1,5 @@
-"""Every value, table and figure of the communication chapter (``docs/communication``).
+"""Values, tables and figures of the collectives sections (``docs/communication``:
+collectives to bandwidth, the chapter's first part).
 
 The cost-model numbers use the illustrative links of :data:`aiinfra.comm.cost.LINKS`;
 the measured ones read the ``collectives`` results (:mod:`aiinfra.results`).
