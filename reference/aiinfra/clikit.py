@@ -76,6 +76,19 @@ def int_at_least(low: int) -> Callable[[str], int]:
     return parse
 
 
+def int_list(text: str) -> tuple[int, ...]:
+    """``1,2,4``: counts (drafted tokens, batch sizes), each >= 1."""
+    try:
+        values = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected integers separated by commas, e.g. 1,2,4, got {text!r}"
+        ) from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"each value must be >= 1, got {text!r}")
+    return values
+
+
 def positive_float(text: str) -> float:
     """An argparse type: a finite float ``> 0``."""
     try:

@@ -14,7 +14,7 @@ from types import ModuleType
 from typing import Any
 
 from aiinfra import results
-from aiinfra.clikit import int_at_least
+from aiinfra.clikit import int_at_least, int_list
 from aiinfra.infer import decode_bench, engine_bench
 from aiinfra.report import Table
 
@@ -141,16 +141,3 @@ def run_bench_engine(args: argparse.Namespace) -> int:
     )
     res = engine_bench.run_bench(cfg)
     return _stamp_and_show(args, res, engine_bench, engine_bench.engine_table)
-
-
-def int_list(text: str) -> tuple[int, ...]:
-    """``1,2,4``: counts (drafted tokens, batch sizes), each >= 1."""
-    try:
-        values = tuple(int(v) for v in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected integers separated by commas, e.g. 1,2,4, got {text!r}"
-        ) from None
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"each value must be >= 1, got {text!r}")
-    return values

@@ -22,7 +22,7 @@ import json
 import sys
 
 from aiinfra import results
-from aiinfra.clikit import Command, int_at_least, positive_float
+from aiinfra.clikit import Command, int_at_least, int_list, positive_float
 from aiinfra.infer import (
     distill_train,
     phase_bench,
@@ -33,7 +33,6 @@ from aiinfra.infer import (
 from aiinfra.infer.bench_cli import (
     add_bench_decode,
     add_bench_engine,
-    int_list,
     run_bench_decode,
     run_bench_engine,
 )

@@ -31,6 +31,7 @@ from aiinfra.models.config import TransformerConfig
 from aiinfra.models.roofline import Kernel, decode_attention, matmul, prefill_attention
 from aiinfra.models.transformer import Transformer
 from aiinfra.report import Table
+from aiinfra.timing import best_seconds, cuda_wall_clock
 
 FILE = "phases-cpu.json"
 
@@ -145,33 +146,6 @@ class PhaseBenchConfig:
         )
 
 
-def _wall_clock() -> float:
-    torch.cuda.synchronize()  # a GPU runs asynchronously: wait for it
-    return time.perf_counter()
-
-
-def _best_s(
-    fn: Callable[[], object],
-    repeats: int,
-    before: Callable[[], object] | None = None,
-    clock: Callable[[], float] = time.thread_time,
-) -> float:
-    """Fastest of ``repeats`` timed calls after a warm-up; ``before`` is untimed.
-
-    On the CPU the clock is the thread's own CPU time: on a shared machine, wall
-    time would also count the other programs that the thread waited for.
-    """
-    best = float("inf")
-    for round_ in range(repeats + 1):
-        if before is not None:
-            before()
-        start = clock()
-        fn()
-        if round_ > 0:  # round 0 warms up
-            best = min(best, clock() - start)
-    return best
-
-
 def _time_forward(
     model: Transformer,
     x: torch.Tensor,
@@ -191,7 +165,7 @@ def _time_forward(
         for _ in range(steps):
             model(x, caches)  # (B, T, V)
 
-    return _best_s(run, repeats, rewind, clock) / steps
+    return best_seconds(run, repeats, rewind, clock) / steps
 
 
 def run_phase_bench(
@@ -211,7 +185,7 @@ def run_phase_bench(
     """
     c, S = cfg.model_config(), cfg.decode_steps
     g = torch.Generator(device).manual_seed(seed)
-    clock = time.thread_time if torch.device(device).type == "cpu" else _wall_clock
+    clock = time.thread_time if torch.device(device).type == "cpu" else cuda_wall_clock
     with torch.random.fork_rng(devices=[]):
         torch.random.default_generator.manual_seed(seed)  # the weights' init
         model = Transformer(c).to(device).eval()
@@ -223,8 +197,8 @@ def run_phase_bench(
         with torch.no_grad():
             a, b = torch.randn(2, n, n, generator=g, device=device)  # (n, n) each
             big = torch.ones(cfg.read_mib * 2**18, device=device)  # fp32: MiB * 2^18
-            matmul_s = _best_s(lambda: a @ b, cfg.repeats, None, clock)
-            read_s = _best_s(big.sum, cfg.repeats, None, clock)
+            matmul_s = best_seconds(lambda: a @ b, cfg.repeats, None, clock)
+            read_s = best_seconds(big.sum, cfg.repeats, None, clock)
             roofs = {
                 "flops": 2 * n**3 / matmul_s,
                 "read_bytes_per_s": 4 * big.numel() / read_s,
