@@ -136,8 +136,9 @@ def gpu(session: nox.Session) -> None:
 
     The tests run the Triton kernels compiled and the distributed code over NCCL;
     the benchmarks (Triton attention forward and backward against SDPA, bf16, causal,
-    d = 128, N 1K-16K; DDP over NCCL on one rank) write ``attention-cuda.json`` and
-    ``ddp-nccl.json``; no page renders them yet.
+    d = 128, N 1K-16K; DDP over NCCL on one rank; the GPU's own roofline, bf16)
+    write ``attention-cuda.json``, ``ddp-nccl.json`` and ``roofline-cuda.json``; no
+    page renders them yet.
     """
     install(session, "docs", "test", "parallel")
     session.install(TRITON)

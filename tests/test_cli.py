@@ -263,4 +263,5 @@ def test_chapter_commands_are_found_without_a_list():
     n_commands = sum(
         len(importlib.import_module(m).COMMANDS) for m in cli.chapter_clis()
     )
-    assert len(cli.commands()) == n_commands == 16  # 9 + 7 of the inference chapter
+    # 16, then roofline, budget, storage and hangs
+    assert len(cli.commands()) == n_commands == 20

@@ -84,6 +84,9 @@ def test_nox_gets_one_command_per_kind_and_machine():
         "phases",
         "engine",
         "speculative",
+        "roofline",
+        "storage",
+        "hangs",
     ]
     outs = [c[c.index("--out") + 1] for c in cpu]
     # The benchmarks with their own writers read the very file nox tells them to
@@ -98,7 +101,7 @@ def test_nox_gets_one_command_per_kind_and_machine():
     assert outs[1].endswith("ring-gloo.json") and "--repeats" in cpu[1]
     assert all(o.endswith(("-gloo.json", "-cpu.json")) for o in outs)
     gpu = results.commands(results.GPU_RUNS)
-    assert [c[2] for c in gpu] == ["attention", "ddp"]
+    assert [c[2] for c in gpu] == ["attention", "ddp", "roofline"]
     assert "cuda" in gpu[0] and gpu[1][gpu[1].index("--backend") + 1] == "nccl"
 
 

@@ -104,10 +104,28 @@ KINDS: dict[str, Kind] = {
     "speculative": Kind(
         "speculative", ("aiinfra", "bench", "speculative"), {"cpu": ()}
     ),
+    # This machine's roofline: matmul peak, streaming bandwidth, kernels (roofline.rst).
+    "roofline": Kind(
+        "roofline",
+        ("aiinfra", "bench", "roofline"),
+        {
+            "cpu": (),
+            "cuda": (
+                *("--device", "cuda", "--dtypes", "bfloat16", "--stream-mib", "1024"),
+                *("--square", "2048,4096,8192", "--d-model", "8192", "--d-ff", "28672"),
+                *("--prefill-tokens", "4096", "--heads", "32", "--head-dim", "128"),
+                *("--seq-len", "8192", "--context", "131072"),
+            ),
+        },
+    ),
+    # Sharded, asynchronous and atomic checkpoints, data loading (checkpoints.rst).
+    "storage": Kind("storage", ("aiinfra", "bench", "storage"), {"gloo": ()}),
+    # What each reproducible hang prints and how long it takes to fail (hangs.rst).
+    "hangs": Kind("hangs", ("aiinfra", "comm", "hangs"), {"gloo": ()}),
 }
 CPU_BACKENDS = ("gloo", "cpu")
 # What ``nox -s gpu`` measures on one GPU (collectives need a node of several).
-GPU_RUNS = (("attention", "cuda"), ("ddp", "nccl"))
+GPU_RUNS = (("attention", "cuda"), ("ddp", "nccl"), ("roofline", "cuda"))
 
 
 def commands(runs: tuple[tuple[str, str], ...] | None = None) -> list[list[str]]:

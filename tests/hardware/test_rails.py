@@ -8,7 +8,13 @@ nodes must equal the claimed bisection (non-blocking).
 from collections import Counter
 
 import pytest
-from aiinfra.hardware.rails import rail_cluster
+from aiinfra.hardware.rails import (
+    GB200_NVL72,
+    HGX_H100,
+    ScaleUpDomain,
+    all_to_all_seconds,
+    rail_cluster,
+)
 from aiinfra.hardware.topology import fat_tree
 
 from tests.hardware.graphs import B, bisection, port_counts
@@ -84,6 +90,42 @@ def test_full_rail_cluster_has_the_fat_tree_sizes(radix, g):
     assert rail_cluster(radix * radix // 2 + 1, radix=radix, gpus_per_node=g).tiers == 3
 
 
+def _all_to_all_by_pairs(domain: ScaleUpDomain, group: int, nbytes: float) -> float:
+    """Every ordered pair sends nbytes / group: count each GPU's NVLink and NIC bits."""
+    nv, nic = Counter(), Counter()
+    for i in range(group):
+        for j in range(group):
+            if i != j:
+                same = i // domain.gpus == j // domain.gpus
+                (nv if same else nic)[i] += 8 * nbytes / group
+    return max(
+        max(nv[i] / (domain.nvlink_gbps * 1e9), nic[i] / (domain.nic_gbps * 1e9))
+        for i in range(group)
+    )
+
+
+@pytest.mark.parametrize("domain", [HGX_H100, GB200_NVL72, ScaleUpDomain("x", 3, 8, 2)])
+@pytest.mark.parametrize("group", [1, 2, 3, 8, 9, 20, 64, 72, 100])
+def test_all_to_all_seconds_matches_pair_by_pair_count(domain, group):
+    nbytes = 2.0**20
+    expected = _all_to_all_by_pairs(domain, group, nbytes)
+    assert all_to_all_seconds(domain, group, nbytes) == pytest.approx(expected)
+
+
+def test_all_to_all_inside_one_domain_is_the_switch_bound():
+    # On one non-blocking switch each GPU sends (p-1)/p of its buffer at its link
+    # rate (the bandwidth term of the all-to-all, Thakur et al. 2005).
+    nbytes = 1e9
+    for d, p in [(HGX_H100, 8), (GB200_NVL72, 64)]:
+        expected = (p - 1) / p * nbytes / (d.nvlink_gbps / 8 * 1e9)
+        assert all_to_all_seconds(d, p, nbytes) == pytest.approx(expected)
+    # 64 GPUs on HGX: 56 of 63 peers behind a 400 Gb/s NIC, 16x the NVL72 time.
+    ratio = all_to_all_seconds(HGX_H100, 64, nbytes) / all_to_all_seconds(
+        GB200_NVL72, 64, nbytes
+    )
+    assert ratio == pytest.approx((56 / 50e9) / (63 / 900e9))
+
+
 @pytest.mark.parametrize(
     ("call", "error", "name"),
     [
@@ -95,6 +137,9 @@ def test_full_rail_cluster_has_the_fat_tree_sizes(radix, g):
         (lambda: rail_cluster(64, gpus_per_node=0), ValueError, "gpus_per_node"),
         (lambda: rail_cluster(64, nic_gbps=-1.0), ValueError, "nic_gbps"),
         (lambda: rail_cluster(64.0), TypeError, "gpus"),
+        (lambda: all_to_all_seconds(HGX_H100, 0, 1.0), ValueError, "group"),
+        (lambda: all_to_all_seconds(HGX_H100, 8, 0.0), ValueError, "bytes_per_gpu"),
+        (lambda: all_to_all_seconds(HGX_H100, 8.0, 1.0), TypeError, "group"),
     ],
 )
 def test_bad_input_raises_naming_the_argument(call, error, name):

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from aiinfra.hardware.reliability import (
     LLAMA3_405B,
+    LLAMA3_405B_CAUSES,
     Interruptions,
     cluster_mtbf,
     daly_interval,
@@ -101,6 +102,15 @@ def test_llama3_interruptions_match_the_paper():
     assert rates.job_mtbf_hours == pytest.approx(3.0, rel=0.05)
     gpu_rate = 1 / rates.gpu_mtbf_hours
     assert cluster_mtbf(gpu_rate, 16_384) == pytest.approx(rates.job_mtbf_hours)
+
+
+def test_llama3_causes_add_up_to_the_unexpected_interruptions():
+    # Dubey et al. 2024, Table 5 and Sec. 3.3.4: the rows count the 419 unexpected
+    # interruptions; "GPU issues are the largest category, accounting for 58.7 %".
+    assert sum(n for *_, n, _ in LLAMA3_405B_CAUSES) == LLAMA3_405B.unexpected
+    gpu = sum(pct for _, cat, _, pct in LLAMA3_405B_CAUSES if cat == "GPU")
+    assert gpu == pytest.approx(58.7, abs=1e-9)
+    assert len({c for c, *_ in LLAMA3_405B_CAUSES}) == len(LLAMA3_405B_CAUSES)
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ its bisection bandwidth found as a max-flow from one half of the hosts to the ot
 from collections import Counter
 
 import pytest
-from aiinfra.hardware.topology import fat_tree, leaf_spine
+from aiinfra.hardware.topology import fat_tree, fat_tree_links, leaf_spine
 
 from tests.hardware.graphs import B, bisection, port_counts
 
@@ -62,6 +62,15 @@ def test_fat_tree_counts_match_the_wired_graph(k):
     assert bisection(links, hosts[:half], hosts[half:]) == ft.bisection_gbps
 
 
+@pytest.mark.parametrize("k", [4, 6, 8])
+def test_fat_tree_links_are_the_wiring_of_al_fares(k):
+    # The package's wiring (drawn in the book) is the one wired here from the paper:
+    # the same links, each once, and a max-flow bisection of k^3/8 links.
+    wired = fat_tree_links(k)
+    assert len(set(wired)) == len(wired)
+    assert Counter(wired) == _fat_tree_links(k)
+
+
 @pytest.mark.parametrize(
     ("radix", "down", "up", "leaves"),
     [(8, 6, 2, 8), (8, 4, 4, 8), (8, 2, 6, 4), (12, 9, 3, 6)],
@@ -101,6 +110,8 @@ def test_full_leaf_spine_is_the_two_level_fat_tree():
         (lambda: fat_tree(2), ValueError, "k"),
         (lambda: fat_tree(8, link_gbps=0.0), ValueError, "link_gbps"),
         (lambda: fat_tree(8.0), TypeError, "k"),
+        (lambda: fat_tree_links(6.0), TypeError, "k"),
+        (lambda: fat_tree_links(7), ValueError, "k"),
         (lambda: leaf_spine(8, 6, 4), ValueError, "downlinks"),
         (lambda: leaf_spine(8, 0, 4), ValueError, "downlinks"),
         (lambda: leaf_spine(8, 4, 0), ValueError, "uplinks"),

@@ -20,7 +20,11 @@ of the chapter live in the submodules ``cost``, ``bench`` and ``figures``, the c
 of what NCCL runs (multi-rail rings, double binary trees, in-network reduction) in
 ``nccl_model``; the
 step-by-step simulations of the algorithms in ``schedules`` and their drawings (book
-figures and deck frames) in ``steps``.
+figures and deck frames) in ``steps``. The chapter's second part adds the incast and
+congestion simulation of a switch port (lossy, PFC, ECN/DCQCN) in ``incast``, the
+NCCL environment variables and log labels in ``nccl_env``, and reproducible hangs
+with a per-rank flight recorder that names the culprit in ``hangs`` and
+``flight_recorder``.
 """
 
 from aiinfra.comm.alltoall import pairwise_all_to_all

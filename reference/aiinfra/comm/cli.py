@@ -1,9 +1,11 @@
-"""The communication chapter's commands: ``aiinfra bench collectives``, ``comm cost``.
+"""The communication chapter's commands: ``bench collectives``, ``comm cost|hangs``.
 
 ``bench collectives`` is nccl-tests for the algorithms of :mod:`aiinfra.comm` and
 torch.distributed's own, on spawned gloo ranks, on one GPU per rank over NCCL, or
 inside a ``torchrun`` job (it then joins the job's ranks). ``comm cost`` prints the
-alpha-beta-gamma cost of every algorithm at one size and the crossovers.
+alpha-beta-gamma cost of every algorithm at one size and the crossovers. ``comm
+hangs`` reproduces the hangs of :mod:`aiinfra.comm.hangs` on gloo ranks and prints
+what each rank raised and who the flight recorder blames.
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ import sys
 import torch
 
 from aiinfra import results
-from aiinfra.clikit import Command, int_at_least, names, size
-from aiinfra.comm import bench, cost
+from aiinfra.clikit import Command, int_at_least, names, positive_float, size
+from aiinfra.comm import bench, cost, hangs
 from aiinfra.comm.results import rows_table
 
 
@@ -138,6 +140,56 @@ def run_comm_cost(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_comm_hangs(parser: argparse.ArgumentParser) -> None:
+    """Flags of ``aiinfra comm hangs``."""
+    add = parser.add_argument
+    add(
+        "--scenarios",
+        type=names(list(hangs.SCENARIOS)),
+        default=hangs.SCENARIOS,
+        help="comma-separated, or all (the default)",
+    )
+    add("--world-size", type=int_at_least(2), default=3, help="ranks (default 3)")
+    add(
+        "--timeout",
+        type=positive_float,
+        default=2.0,
+        help="process-group timeout, seconds (default 2)",
+    )
+    add("--json", action="store_true", help="print JSON instead of a table")
+    add("--out", help="also write a results file (JSON with a machine stamp)")
+
+
+def run_comm_hangs(args: argparse.Namespace) -> int:
+    """Run the scenarios, print each rank's error and the diagnosis, save them."""
+    records = hangs.run_hangs(args.scenarios, args.world_size, args.timeout)
+    config = {
+        "scenarios": list(args.scenarios),
+        "world_size": args.world_size,
+        "timeout_s": args.timeout,
+    }
+    body = {"config": config, "rows": hangs.records_json(records)}
+    if args.out:
+        path = results.write(
+            "hangs", body, backend="gloo", world_size=args.world_size, path=args.out
+        )
+        print(f"wrote {path}", file=sys.stderr)
+    if args.json:
+        stamp = results.machine_stamp(args.world_size, "gloo")
+        print(json.dumps({"stamp": stamp, **body}))
+        return 0
+    for r in records:
+        print(f"== {r.scenario}: culprit {r.culprits}: {r.diagnosis}")
+        for rank, (error, seconds) in enumerate(
+            zip(r.errors, r.elapsed_s, strict=True)
+        ):
+            took = "" if seconds is None else f" after {seconds:.2f} s"
+            print(f"  rank {rank}{took}: {error or 'no error (died or returned)'}")
+        if r.launcher:
+            print(f"  launcher: {r.launcher}")
+    return 0
+
+
 COMMANDS = (
     Command(
         "bench",
@@ -152,5 +204,12 @@ COMMANDS = (
         "alpha-beta-gamma cost of collective algorithms",
         add_comm_cost,
         run_comm_cost,
+    ),
+    Command(
+        "comm",
+        "hangs",
+        "reproduce hangs on gloo and name the culprit rank",
+        add_comm_hangs,
+        run_comm_hangs,
     ),
 )

@@ -8,6 +8,12 @@ leaf-spine (:func:`~aiinfra.hardware.topology.leaf_spine` with ``d = u``) while 
 spines have a port for every leaf, a fat-tree of pods otherwise
 (:func:`~aiinfra.hardware.topology.fat_tree`). Notation: ``radix`` ports per switch,
 ``d = radix/2`` NIC ports per leaf, ``g`` GPUs and NICs per node.
+
+The node is also a *scale-up domain*: its GPUs talk over NVLink switches, an order of
+magnitude faster than their NICs. :class:`ScaleUpDomain` holds the two bandwidths and
+:func:`all_to_all_seconds` prices an all-to-all (expert parallelism's exchange) whose
+group spans domains: an 8-GPU HGX board sends most of it through the NICs, a 72-GPU
+NVL72 rack keeps a group of up to 72 on NVLink.
 """
 
 from __future__ import annotations
@@ -98,6 +104,7 @@ def rail_cluster(
     _check_count(gpus, "gpus")
     _check_count(gpus_per_node, "gpus_per_node")
     _check_positive(nic_gbps, "nic_gbps")
+    # region two-tiers
     g, d = gpus_per_node, radix // 2
     nodes = math.ceil(gpus / g)
     leaves_per_rail = math.ceil(nodes / d)
@@ -107,6 +114,7 @@ def rail_cluster(
         spines = d // _parallel_links(leaves, radix, d)
         max_gpus = g * leaves_per_rail * d
         fabric_links = leaves * d
+    # endregion
     else:
         tiers, leaves_per_rail_in_pod = 3, d // g
         if leaves_per_rail_in_pod == 0:
@@ -149,3 +157,68 @@ def rail_cluster(
         bisection_gbps=bisection_gbps,
         bisection_per_gpu_gbps=bisection_gbps / max(host_links // 2, 1),
     )
+
+
+@dataclass(frozen=True)
+class ScaleUpDomain:
+    """GPUs joined by one NVLink switch fabric, each with its own scale-out NIC.
+
+    Attributes:
+        name: the system.
+        gpus: ``D``, GPUs in one NVLink domain.
+        nvlink_gbps: NVLink bandwidth of one GPU, each direction, Gb/s.
+        nic_gbps: scale-out NIC bandwidth of one GPU, each direction, Gb/s.
+    """
+
+    name: str
+    gpus: int
+    nvlink_gbps: float
+    nic_gbps: float
+
+
+#: HGX H100 8-GPU: NVLink 4 at 900 GB/s per GPU, both directions together (450 GB/s
+#: = 3,600 Gb/s each way); one 400 Gb/s ConnectX-7 NIC per GPU (NVIDIA datasheets).
+HGX_H100 = ScaleUpDomain("HGX H100", 8, 3600.0, 400.0)
+#: GB200 NVL72: 72 GPUs in one NVLink 5 domain at 1.8 TB/s per GPU both directions
+#: (7,200 Gb/s each way); DGX GB200: four 400 Gb/s ConnectX-7 per tray of four GPUs.
+GB200_NVL72 = ScaleUpDomain("GB200 NVL72", 72, 7200.0, 400.0)
+
+
+def all_to_all_seconds(
+    domain: ScaleUpDomain, group: int, bytes_per_gpu: float
+) -> float:
+    """Bandwidth time of an all-to-all over ``group`` GPUs packed into domains.
+
+    GPU ``i`` is in domain ``i // D``. Each GPU sends ``bytes_per_gpu / group`` to
+    every other GPU: over NVLink to the ``s - 1`` others of its domain's ``s``
+    members, over its NIC to the ``group - s`` outside. Both links run at once and
+    the non-blocking fabric adds no contention, so a GPU takes the longer of the two
+    and the collective the slowest GPU (latency ignored).
+
+    Args:
+        domain: the scale-up domain the GPUs sit in.
+        group: GPUs in the all-to-all, >= 1.
+        bytes_per_gpu: each GPU's send buffer (its own shard included), bytes, > 0.
+
+    Returns:
+        Seconds.
+
+    Raises:
+        TypeError: ``group`` not an int.
+        ValueError: ``group`` < 1 or ``bytes_per_gpu`` <= 0.
+    """
+    _check_count(group, "group")
+    _check_positive(bytes_per_gpu, "bytes_per_gpu")
+    # region all-to-all
+    chunk_bits = 8 * bytes_per_gpu / group  # to each peer
+    full, rest = divmod(group, domain.gpus)
+    sizes = [domain.gpus] * full + ([rest] if rest else [])  # members per domain
+    seconds = [  # a GPU of a domain with s members: NVLink and NIC at once
+        max(
+            (s - 1) * chunk_bits / (domain.nvlink_gbps * 1e9),
+            (group - s) * chunk_bits / (domain.nic_gbps * 1e9),
+        )
+        for s in sizes
+    ]
+    # endregion
+    return max(seconds)  # the slowest GPU

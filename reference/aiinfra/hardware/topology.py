@@ -13,6 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+#: A switch or host of a wired network: its tier, then its indices, e.g.
+#: ``("edge", pod, e)``, ``("host", pod, e, h)``, ``("core", a, c)``.
+Node = tuple[str | int, ...]
+
 
 def _check_count(value: int, name: str, minimum: int = 1) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
@@ -109,6 +113,49 @@ def fat_tree(k: int, link_gbps: float = 400.0) -> FatTree:
         links=3 * hosts,
         bisection_gbps=hosts / 2 * link_gbps,
     )
+
+
+def fat_tree_links(k: int) -> list[tuple[Node, Node]]:
+    """Wire the ``k``-ary fat-tree link by link, bottom tier first.
+
+    Al-Fares et al. 2008, Sec. 3.2: pod ``p`` has edge switches ``("edge", p, e)``,
+    each with ``k/2`` hosts ``("host", p, e, h)`` and a link to every aggregation
+    switch ``("agg", p, a)`` of its pod; aggregation switch ``a`` of every pod links
+    to the ``k/2`` core switches ``("core", a, c)`` of group ``a``. Every switch uses
+    all ``k`` of its ports.
+
+    Args:
+        k: ports per switch, even and >= 4.
+
+    Returns:
+        The ``3 k^3/4`` links, each ``(lower, upper)``: host-edge, then
+        edge-aggregation, then aggregation-core.
+
+    Raises:
+        TypeError: ``k`` not an int.
+        ValueError: ``k`` odd or < 4.
+    """
+    _check_radix(k, "k")
+    half, pods = k // 2, range(k)
+    hosts = [
+        (("host", p, e, h), ("edge", p, e))
+        for p in pods
+        for e in range(half)
+        for h in range(half)
+    ]
+    edges = [
+        (("edge", p, e), ("agg", p, a))
+        for p in pods
+        for e in range(half)
+        for a in range(half)
+    ]
+    cores = [
+        (("agg", p, a), ("core", a, c))
+        for p in pods
+        for a in range(half)
+        for c in range(half)
+    ]
+    return hosts + edges + cores
 
 
 @dataclass(frozen=True)
