@@ -76,3 +76,9 @@ def test_a_row_of_the_wrong_length_is_rejected():
 def test_non_text_columns_note_or_stamp_are_rejected(kwargs, match):
     with pytest.raises(TypeError, match=match):
         Table(**kwargs)
+
+
+@pytest.mark.parametrize("words", [(2,), (-1,), [0], (0, 5)])
+def test_words_must_name_columns(words):
+    with pytest.raises(ValueError, match=r"words must be a tuple of column indices"):
+        Table(columns=["a", "b"], rows=[["x", "y"]], words=words)

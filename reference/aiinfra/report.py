@@ -17,27 +17,32 @@ from typing import Any
 class Table:
     """A table: column names, rows of values, a note and a stamp.
 
-    The book translates what is words: the column headers, the row labels that are
-    words and the note. The note must therefore be the same text at every build (a
-    citation, the units, what the columns mean); whatever is computed or measured
-    (the machine, the date, the sizes a function was called with) goes into the
-    stamp, which is shown as it is in every language.
+    The book translates what is words: the column headers, the cells of the
+    ``words`` columns that are words (the row labels, by default) and the note.
+    Those must therefore be the same text at every build (a citation, the units,
+    what the columns mean); whatever is computed or measured (the machine, the date,
+    the sizes a function was called with) goes into the stamp, which is shown as it
+    is in every language.
 
     Args:
         columns: column headers (English; the book translates them).
         rows: one list of cell values per row, ``len(columns)`` each.
         note: stable English text shown under the table, translated in the book.
         stamp: computed text shown under the note, never translated.
+        words: the columns whose cells the book translates where they are words
+            (stable English, like the note: ``"liquid"``, not a measured message).
 
     Raises:
         TypeError: a column name, the note or the stamp is not a string.
-        ValueError: a row has not ``len(columns)`` cells.
+        ValueError: a row has not ``len(columns)`` cells, or a ``words`` index is
+            not a column.
     """
 
     columns: list[str]
     rows: list[list[Any]] = field(default_factory=list)
     note: str = ""
     stamp: str = ""
+    words: tuple[int, ...] = (0,)
 
     def __post_init__(self) -> None:
         if not all(isinstance(c, str) for c in self.columns):
@@ -45,6 +50,12 @@ class Table:
         for name in ("note", "stamp"):
             if not isinstance(getattr(self, name), str):
                 raise TypeError(f"{name} must be a str, got {getattr(self, name)!r}")
+        bad = [i for i in self.words if not 0 <= i < len(self.columns)]
+        if bad or not isinstance(self.words, tuple):
+            raise ValueError(
+                f"words must be a tuple of column indices in 0..{len(self.columns) - 1}"
+                f", got {self.words!r}"
+            )
         for i, row in enumerate(self.rows):
             if len(row) != len(self.columns):
                 raise ValueError(

@@ -4,9 +4,10 @@
   namespace and inserts the formatted value, so prose cannot drift from the code.
 - ``.. aiinfra-table:: module:expression`` renders an :class:`aiinfra.report.Table`.
   What a reader reads as words is translatable: the caption, the column headers, the
-  row labels that are words (:func:`is_words`) and the table's ``note``. Numbers and
-  the computed ``stamp`` (a date, a machine) never are: they would change the
-  catalogue at every measurement.
+  cells of the table's ``words`` columns (the row labels by default) that are words
+  (:func:`is_words`) and the table's ``note``. Numbers and the computed ``stamp``
+  (a date, a machine) never are: they would change the catalogue at every
+  measurement.
 
 Results come from one disk cache (:mod:`.cache`). A page that shows a computed result
 is re-read whenever the cache's stamp changes (new sources, data or versions), so an
@@ -154,10 +155,12 @@ def table_nodes(
     line: int,
     classes: tuple[str, ...] = (),
     inline: Callable[[str], list[nodes.Node]] | None = None,
+    words: tuple[int, ...] = (0,),
 ) -> list[nodes.Node]:
     """A computed table as docutils nodes, its words translatable (module docstring):
     the table, then its note and its stamp. ``inline`` parses the caption's rst
-    (roles, literals): a directive passes its state's inline parser."""
+    (roles, literals): a directive passes its state's inline parser; ``words``: the
+    columns whose word cells are messages (:class:`aiinfra.report.Table`)."""
     from aiinfra.report import format_cell
 
     tnode = nodes.table(classes=["aiinfra-table", *classes])
@@ -176,7 +179,7 @@ def table_nodes(
         row = nodes.row()
         for i, v in enumerate(r):
             text = format_cell(v)
-            if i == 0 and isinstance(v, str) and is_words(text):
+            if i in words and isinstance(v, str) and is_words(text):
                 row += nodes.entry("", _words(text, source, line))
             else:
                 row += nodes.entry("", nodes.paragraph("", text))
@@ -208,6 +211,7 @@ class TableDirective(SphinxDirective):
             table = evaluate_in(self, target)
             columns, rows = table.columns, table.rows
             note, stamp = table.note, getattr(table, "stamp", "")
+            words = getattr(table, "words", (0,))
         except Exception as exc:  # noqa: BLE001
             return [
                 self.state_machine.reporter.error(
@@ -218,7 +222,9 @@ class TableDirective(SphinxDirective):
         source, line = self.get_source_info()
         caption = " ".join(x.strip() for x in self.content if x.strip())
         return table_nodes(
-            columns, rows, note, stamp, caption, source, line, inline=inline_rst(self)
+            *(columns, rows, note, stamp, caption, source, line),
+            inline=inline_rst(self),
+            words=words,
         )
 
 
