@@ -36,6 +36,8 @@ _BIBS: dict[str, Bibliography] = {}
 
 # The references slides: how many works to a slide (two lines each, 1280x720).
 REFERENCES_PER_SLIDE = 6
+# The recap slides: how many pages to a slide (up to two lines each).
+RECAP_PER_SLIDE = 8
 
 
 def bibliography(env: BuildEnvironment) -> Bibliography:
@@ -158,16 +160,18 @@ class DeckStructure(SphinxPostTransform):
         if top is None:
             return
         recap = self._recap(top, lang)
-        if recap is not None:
+        if recap:
             pages = [s for s in top.children if isinstance(s, nodes.section)]
             questions = [s for s in pages if any(s.findall(aiinfra_question))]
             at = top.index(questions[0]) if questions else len(top)
-            top.insert(at, recap)
+            top[at:at] = recap
         if cited:
             top += self._references(sorted(cited, key=bib.entry), bib, lang)
 
-    def _recap(self, top: nodes.section, lang: str) -> nodes.section | None:
-        items = nodes.bullet_list(classes=["on-slide", "deck-recap"])
+    def _recap(self, top: nodes.section, lang: str) -> list[nodes.section]:
+        """One line per page: its title and its first key point, in slides of at
+        most :data:`RECAP_PER_SLIDE` lines, split evenly."""
+        items: list[nodes.list_item] = []
         for page in top.children:
             if not isinstance(page, nodes.section) or "deck_page" not in page:
                 continue
@@ -179,14 +183,19 @@ class DeckStructure(SphinxPostTransform):
             para += nodes.Text(" — ")
             first = point.next_node(nodes.paragraph)
             para += [c.deepcopy() for c in (first or point).children]
-            items += nodes.list_item("", para)
-        if not len(items):
-            return None
-        slide = nodes.section("", ids=["deck-recap"], classes=["deck-made"])
-        slide += nodes.title("", label("recap", lang))
-        slide += items
-        slide += slide_layout.make_notes([], extra=[label("recap_cue", lang)])
-        return slide
+            items.append(nodes.list_item("", para))
+        n, size = -(-len(items) // RECAP_PER_SLIDE), len(items)
+        parts = [items[size * k // n : size * (k + 1) // n] for k in range(n)]
+        slides = []
+        for k, part in enumerate(parts, 1):
+            title = label("recap", lang) + (f" ({k}/{n})" if n > 1 else "")
+            ids = ["deck-recap" + (f"-{k}" if k > 1 else "")]
+            slide = nodes.section("", ids=ids, classes=["deck-made"])
+            slide += nodes.title("", title)
+            slide += nodes.bullet_list("", *part, classes=["on-slide", "deck-recap"])
+            slide += slide_layout.make_notes([], extra=[label("recap_cue", lang)])
+            slides.append(slide)
+        return slides
 
     def _references(
         self, keys: list[str], bib: Bibliography, lang: str
