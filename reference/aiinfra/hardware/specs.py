@@ -13,7 +13,7 @@ twice the dense one. :data:`ACCELERATORS` holds every accelerator the book compa
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 #: Number formats with a peak in the table; ``int8`` counts operations, not FLOPs.
 FORMATS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp4", "int8")
@@ -132,6 +132,29 @@ class Gpu:
 
 _HOPPER_SPARSE = frozenset({"tf32", "bf16", "fp16", "fp8", "int8"})
 
+# H100 / H200 SXM datasheets print TF32, BF16, FP16, FP8, INT8 with sparsity
+# (989, 1979, 1979, 3958, 3958): dense is half (BF16 kept at 989 as printed
+# elsewhere in the whitepaper; 1979 / 2 = 989.5). SMs: the Hopper whitepaper.
+_H100 = Gpu(
+    "H100 SXM",
+    989e12,
+    3.35e12,
+    80 * 10**9,
+    132,
+    67e12,
+    494.5e12,
+    1979e12,
+    fp64_flops=67e12,
+    fp16_flops=989e12,
+    int8_ops=1979e12,
+    sparse=_HOPPER_SPARSE,
+    scale_up="NVLink 4",
+    scale_up_bandwidth=900e9,
+    tdp_watts=700,
+    year=2022,
+    source="https://www.nvidia.com/en-us/data-center/h100/",
+)
+
 # region table
 #: Every accelerator the book compares, by key (``"H100"``): dense peaks per format.
 ACCELERATORS = {
@@ -156,44 +179,13 @@ ACCELERATORS = {
         source="https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/"
         "pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf",
     ),
-    # H100 / H200 SXM datasheets print TF32, BF16, FP16, FP8, INT8 with sparsity
-    # (989, 1979, 1979, 3958, 3958): dense is half (BF16 kept at 989 as printed
-    # elsewhere in the whitepaper; 1979 / 2 = 989.5). SMs: the Hopper whitepaper.
-    "H100": Gpu(
-        "H100 SXM",
-        989e12,
-        3.35e12,
-        80 * 10**9,
-        132,
-        67e12,
-        494.5e12,
-        1979e12,
-        fp64_flops=67e12,
-        fp16_flops=989e12,
-        int8_ops=1979e12,
-        sparse=_HOPPER_SPARSE,
-        scale_up="NVLink 4",
-        scale_up_bandwidth=900e9,
-        tdp_watts=700,
-        year=2022,
-        source="https://www.nvidia.com/en-us/data-center/h100/",
-    ),
-    "H200": Gpu(
-        "H200 SXM",
-        989e12,
-        4.8e12,
-        141 * 10**9,
-        132,
-        67e12,
-        494.5e12,
-        1979e12,
-        fp64_flops=67e12,
-        fp16_flops=989e12,
-        int8_ops=1979e12,
-        sparse=_HOPPER_SPARSE,
-        scale_up="NVLink 4",
-        scale_up_bandwidth=900e9,
-        tdp_watts=700,
+    "H100": _H100,
+    # The H100's chip with HBM3e: more and faster memory, the same peaks.
+    "H200": replace(
+        _H100,
+        name="H200 SXM",
+        hbm_bandwidth=4.8e12,
+        hbm_bytes=141 * 10**9,
         year=2023,
         source="https://www.nvidia.com/en-us/data-center/h200/",
     ),

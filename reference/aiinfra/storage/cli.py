@@ -24,7 +24,7 @@ def storage_table(res: dict[str, Any]) -> Table:
     """The measured numbers of a stamped run, one per row."""
     loads, ck = res["reshard"]["loads"], res["checkpointing"]
     rows = [
-        [f"max |loaded - saved|, {n} ranks", v["max_abs_diff"]]
+        [f"max abs(loaded - saved), {n} ranks", v["max_abs_diff"]]
         for n, v in loads.items()
     ]
     rows += [["checkpoint files (4 ranks)", res["reshard"]["files"]]]
