@@ -1,5 +1,4 @@
-"""Values, tables and figures of the collectives sections (``docs/communication``:
-collectives to bandwidth, the chapter's first part).
+"""Values, tables and figures of the chapter's first part, collectives to bandwidth.
 
 The cost-model numbers use the illustrative links of :data:`aiinfra.comm.cost.LINKS`;
 the measured ones read the ``collectives`` results (:mod:`aiinfra.results`).
