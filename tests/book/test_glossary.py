@@ -91,6 +91,12 @@ ALLOWED: tuple[Allowed, ...] = (
         "Measured by aiinfra bench collectives",
         "'aiinfra bench collectives' is a command, typed as it is in both editions",
     ),
+    Allowed(
+        "training.po",
+        "checkpoint",
+        "Peak saved bytes against the number of checkpoint segments",
+        "the segments of activation checkpointing, which the glossary writes 激活重计算",
+    ),
 )
 
 
