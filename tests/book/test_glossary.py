@@ -95,7 +95,7 @@ ALLOWED: tuple[Allowed, ...] = (
         "training.po",
         "checkpoint",
         "Peak saved bytes against the number of checkpoint segments",
-        "the segments of activation checkpointing, which the glossary writes 激活重计算",
+        "segments of activation checkpointing, which the glossary writes 激活重计算",
     ),
 )
 

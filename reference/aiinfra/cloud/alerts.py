@@ -1,0 +1,216 @@
+"""Alert rules: the hardware chapter's failures, as Prometheus sees them.
+
+Each failure of a large training job leaves a signature in the metrics of
+:mod:`aiinfra.cloud.metrics`. A GPU that raises an XID error shows its code in
+``DCGM_FI_DEV_XID_ERRORS``; one that falls off the bus drops out of the exporter's
+series; a hung NCCL collective stops the step counter while every GPU looks busy; a
+straggler shows as one GPU's SM activity far below the job's median; a slow node as
+a step time above the run's own median of the last hour. The rules are data, written
+out in Prometheus's rule-file format (``groups: [{name, rules: [...]}]``), and
+:func:`check_rule_file` checks the structure Prometheus requires before loading.
+"""
+
+from __future__ import annotations
+
+import re
+
+from aiinfra.clikit import require
+
+from .metrics import DEFAULT_JOB
+
+_DURATION = re.compile(r"^([0-9]+(ms|s|m|h|d|w|y))+$")
+_LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+SEVERITIES = ("warning", "critical")
+
+
+def _rule(
+    alert: str, expr: str, for_: str, severity: str, summary: str, why: str
+) -> dict:
+    """One alerting rule in Prometheus's format: fire when ``expr`` holds ``for_``."""
+    return {
+        "alert": alert,
+        "expr": expr,
+        "for": for_,
+        "labels": {"severity": severity},
+        "annotations": {"summary": summary, "description": why},
+    }
+
+
+def alert_rules(
+    job: str = DEFAULT_JOB,
+    dcgm_job: str = "dcgm-exporter",
+    gpus_per_node: int = 8,
+    stall_minutes: int = 10,
+    slowdown: float = 1.5,
+) -> dict:
+    """The training job's alerting rules, as a Prometheus rule file.
+
+    Args:
+        job: the ``job`` label of the training pods' scrape target.
+        dcgm_job: the ``job`` label of dcgm-exporter's scrape target.
+        gpus_per_node: GPUs each node should report; fewer means one fell off.
+        stall_minutes: minutes without a step before the job counts as hung, >= 1.
+        slowdown: step time over its 1 h median that counts as a regression, > 1.
+
+    Returns:
+        ``{"groups": [...]}``, ready for :func:`rule_file_yaml`.
+
+    Raises:
+        ValueError: an empty or quoted job name, or a threshold out of range.
+    """
+    for name, value in (("job", job), ("dcgm_job", dcgm_job)):
+        if not value or '"' in value or "\\" in value:
+            raise ValueError(f"{name} must be non-empty without quotes, got {value!r}")
+    if gpus_per_node < 1:
+        raise ValueError(f"gpus_per_node must be >= 1, got {gpus_per_node}")
+    if stall_minutes < 1:
+        raise ValueError(f"stall_minutes must be >= 1, got {stall_minutes}")
+    if not slowdown > 1:
+        raise ValueError(f"slowdown must be > 1, got {slowdown}")
+    train, dcgm = f'{{job="{job}"}}', f'{{job="{dcgm_job}"}}'
+    running = f"on() (sum(rate(train_steps_total{train}[5m])) > 0)"
+    gpu = "GPU {{ $labels.gpu }} on {{ $labels.Hostname }}"
+    hardware = [
+        _rule(
+            "GpuXidError",
+            "DCGM_FI_DEV_XID_ERRORS != 0",
+            "1m",
+            "critical",
+            f"{gpu} raised XID {{{{ $value }}}}",
+            "An XID is the driver's error report: 48 is a double-bit ECC error, "
+            "79 a GPU fallen off the bus, 74 an NVLink error. Drain the node.",
+        ),
+        _rule(
+            "GpuMissing",
+            f"count by (Hostname) (DCGM_FI_DEV_GPU_TEMP) < {gpus_per_node}",
+            "5m",
+            "critical",
+            "{{ $labels.Hostname }} reports {{ $value }} GPUs",
+            "A GPU that fell off the bus (XID 79) disappears from the exporter.",
+        ),
+        _rule(
+            "DcgmExporterDown",
+            f"up{dcgm} == 0 or absent(up{dcgm})",
+            "5m",
+            "critical",
+            "dcgm-exporter on {{ $labels.instance }} is not scraped",
+            "Without it no GPU alert can fire: the node is unwatched.",
+        ),
+        _rule(
+            "NvlinkErrors",
+            "increase(DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL[10m]) > 0 or "
+            "increase(DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL[10m]) > 0",
+            "1m",
+            "warning",
+            f"{gpu} has NVLink errors",
+            "CRC errors and link recoveries precede a link going down; the fields "
+            "are off in dcgm-exporter's default counters file and must be enabled.",
+        ),
+        _rule(
+            "GpuRowRemapFailure",
+            "DCGM_FI_DEV_ROW_REMAP_FAILURE > 0",
+            "1m",
+            "critical",
+            f"{gpu} could not remap an HBM row",
+            "The memory has no spare rows left: the GPU needs replacing.",
+        ),
+        _rule(
+            "GpuMemoryNearFull",
+            "DCGM_FI_DEV_FB_USED / (DCGM_FI_DEV_FB_USED + DCGM_FI_DEV_FB_FREE) > 0.95",
+            "10m",
+            "warning",
+            f"{gpu} memory is over 95 % used",
+            "The next longer sequence or fragmentation spike is an out-of-memory.",
+        ),
+    ]
+    training = [
+        _rule(
+            "TrainingTargetDown",
+            f"up{train} == 0 or absent(up{train})",
+            "5m",
+            "critical",
+            f"The training job {job} is not scraped",
+            "The pods are gone or their exporter died: the job is not running.",
+        ),
+        _rule(
+            "TrainingStalled",
+            f"increase(train_steps_total{train}[{stall_minutes}m]) == 0",
+            "1m",
+            "critical",
+            f"{job} made no step in {stall_minutes} minutes",
+            "Every rank waits in a collective that one rank never joined: the "
+            "NCCL-hang signature. Dump the stacks, then restart from a checkpoint.",
+        ),
+        _rule(
+            "StepTimeRegression",
+            f"train_step_seconds{train} > {slowdown} * "
+            f"quantile_over_time(0.5, train_step_seconds{train}[1h])",
+            "15m",
+            "warning",
+            f"{job} steps are {slowdown}x slower than the hour's median",
+            "A slow node, a throttled GPU or a congested link slows every rank.",
+        ),
+        _rule(
+            "GpuStraggler",
+            "DCGM_FI_PROF_SM_ACTIVE < 0.5 * scalar(quantile(0.5, "
+            f"DCGM_FI_PROF_SM_ACTIVE)) and {running}",
+            "10m",
+            "warning",
+            f"{gpu} is half as busy as the job's median GPU",
+            "Its input pipeline, host or clocks lag; the others wait for it.",
+        ),
+    ]
+    return {
+        "groups": [
+            {"name": "gpu-hardware", "rules": hardware},
+            {"name": "training-job", "rules": training},
+        ]
+    }
+
+
+def check_rule_file(doc: dict) -> None:
+    """Check the structure Prometheus requires of a rule file (not the PromQL).
+
+    Args:
+        doc: a parsed rule file.
+
+    Raises:
+        ValueError: the first structural error, with the group and rule it is in.
+    """
+    groups = doc.get("groups") if isinstance(doc, dict) else None
+    if not isinstance(groups, list) or not groups:
+        raise ValueError("a rule file needs a non-empty 'groups' list")
+    names = [g.get("name") for g in groups]
+    if len(set(names)) != len(names) or not all(
+        isinstance(n, str) and n for n in names
+    ):
+        raise ValueError(f"group names must be distinct non-empty strings: {names}")
+    for group in groups:
+        if not isinstance(group.get("rules"), list) or not group["rules"]:
+            raise ValueError(f"group {group['name']!r} needs a non-empty 'rules' list")
+        for i, rule in enumerate(group["rules"]):
+            where = f"group {group['name']!r} rule {i}"
+            if not isinstance(rule.get("alert"), str) or not rule["alert"]:
+                raise ValueError(f"{where}: 'alert' must be a non-empty string")
+            if not isinstance(rule.get("expr"), str) or not rule["expr"].strip():
+                raise ValueError(f"{where}: 'expr' must be a non-empty string")
+            if not _DURATION.match(str(rule.get("for", "0s"))):
+                raise ValueError(
+                    f"{where}: 'for' must be a duration, got {rule['for']}"
+                )
+            for key in ("labels", "annotations"):
+                for label, value in rule.get(key, {}).items():
+                    if not _LABEL.match(label) or not isinstance(value, str):
+                        raise ValueError(f"{where}: bad {key} entry {label!r}")
+            if rule.get("labels", {}).get("severity") not in SEVERITIES:
+                raise ValueError(f"{where}: severity must be one of {SEVERITIES}")
+            unknown = set(rule) - {"alert", "expr", "for", "labels", "annotations"}
+            if unknown:
+                raise ValueError(f"{where}: unknown keys {sorted(unknown)}")
+
+
+def rule_file_yaml(doc: dict) -> str:
+    """``doc`` as the YAML text Prometheus loads, after :func:`check_rule_file`."""
+    check_rule_file(doc)
+    yaml = require("yaml", "cloud")  # PyYAML: an optional package
+    return yaml.safe_dump(doc, sort_keys=False, width=88)

@@ -1,0 +1,255 @@
+"""Kubernetes manifests of a torchrun job: an Indexed Job, a JobSet, a PyTorchJob.
+
+Every controller gets the same pod: one per node (anti-affinity on the node's
+hostname), all G of its GPUs as a resource limit, ``/dev/shm`` in memory, and
+``torchrun`` with the rendezvous at pod 0 (:meth:`TrainingJob.torchrun_args`). They
+differ in who names pod 0 and who restarts the group: a plain Indexed Job needs a
+headless Service to give pod 0 a DNS name; a JobSet makes that Service itself and
+restarts all its Jobs together; the Kubeflow training operator's PyTorchJob adds
+elastic scaling. With ``queue`` set, Kueue admits the whole job or none of it (the
+object is created suspended and labelled with its LocalQueue); without Kueue, the
+Volcano variant gangs the pods with a PodGroup. Each function returns plain dicts in
+the order ``kubectl apply`` needs them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from aiinfra.clikit import require
+from aiinfra.cloud.job import REPLICATED_JOB, TrainingJob
+
+Object = dict[str, Any]
+CONTAINER = "pytorch"  # the training operator finds its container by this name
+POD_LABEL = "app.kubernetes.io/instance"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+VOLCANO_GROUP = "scheduling.k8s.io/group-name"  # pod annotation naming its PodGroup
+
+
+def metadata(job: TrainingJob, queued: bool = False) -> Object:
+    """Name, namespace and labels; the Kueue queue label on the queued object."""
+    labels = {POD_LABEL: job.name}
+    if queued and job.queue is not None:
+        labels[QUEUE_LABEL] = job.queue
+    return {"name": job.name, "namespace": job.namespace, "labels": labels}
+
+
+def pod_template(job: TrainingJob, kind: str, restart_policy: str) -> Object:
+    """The pod every node runs: torchrun over all of its GPUs.
+
+    Args:
+        job: the job.
+        kind: the controller, which names the rendezvous host.
+        restart_policy: ``Never`` where a controller replaces failed pods.
+
+    Returns:
+        A ``PodTemplateSpec``.
+    """
+    container = {
+        "name": CONTAINER,
+        "image": job.image,
+        "command": ["torchrun"],
+        "args": list(job.torchrun_args(kind)),
+        "ports": [{"name": "rdzv", "containerPort": job.rdzv_port}],
+        "resources": {
+            "requests": {"cpu": job.cpu, "memory": job.memory},
+            # Extended resources are limits only; the request defaults to them.
+            "limits": {job.gpu_resource: job.gpus_per_node, "memory": job.memory},
+        },
+        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
+    }
+    # No two pods of this job on one node: torchrun runs one agent per node.
+    one_per_node = {
+        "labelSelector": {"matchLabels": {POD_LABEL: job.name}},
+        "topologyKey": "kubernetes.io/hostname",
+    }
+    shm = {"medium": "Memory", "sizeLimit": job.shm_size}
+    spec = {
+        "restartPolicy": restart_policy,
+        "containers": [container],
+        "volumes": [{"name": "dshm", "emptyDir": shm}],
+        "affinity": {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [one_per_node]
+            }
+        },
+        # GPU nodes are commonly tainted so that only pods asking for GPUs land there.
+        "tolerations": [
+            {"key": job.gpu_resource, "operator": "Exists", "effect": "NoSchedule"}
+        ],
+    }
+    return {"metadata": {"labels": {POD_LABEL: job.name}}, "spec": spec}
+
+
+def indexed_job_spec(job: TrainingJob, kind: str, backoff_limit: int) -> Object:
+    """A ``JobSpec`` of N pods indexed 0..N-1, all running at once."""
+    return {
+        "completionMode": "Indexed",
+        "completions": job.nodes,
+        "parallelism": job.nodes,
+        "backoffLimit": backoff_limit,
+        "template": pod_template(job, kind, "Never"),
+    }
+
+
+def headless_service(job: TrainingJob) -> Object:
+    """The Service that gives pod ``i`` the DNS name ``<job>-<i>.<job>``."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": metadata(job),
+        "spec": {
+            "clusterIP": "None",
+            "selector": {POD_LABEL: job.name},
+            # DNS records before the pods are Ready: the rendezvous runs before.
+            "publishNotReadyAddresses": True,
+            "ports": [{"name": "rdzv", "port": job.rdzv_port}],
+        },
+    }
+
+
+def plain_job(job: TrainingJob, kind: str = "job") -> list[Object]:
+    """A headless Service and a ``batch/v1`` Indexed Job of N pods.
+
+    A failed pod is replaced under the same index and hostname, up to
+    ``max_restarts`` times (``backoffLimit``); torchrun restarts the group.
+
+    Args:
+        job: the job.
+        kind: the controller named in the rendezvous host, ``job`` or ``volcano``.
+
+    Returns:
+        ``[Service, Job]``.
+    """
+    spec = indexed_job_spec(job, kind, job.max_restarts)
+    spec["template"]["spec"]["subdomain"] = job.name  # the Service's name
+    if job.queue is not None:
+        spec["suspend"] = True  # Kueue unsuspends it once the quota admits all pods
+    return [
+        headless_service(job),
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": metadata(job, queued=True),
+            "spec": spec,
+        },
+    ]
+
+
+def jobset(job: TrainingJob) -> list[Object]:
+    """A ``jobset.x-k8s.io/v1alpha2`` JobSet: one replicated Indexed Job.
+
+    The JobSet makes the headless Service itself and, when any pod fails, recreates
+    all its Jobs, up to ``max_restarts`` times; so each Job retries nothing.
+    """
+    spec: Object = {
+        "network": {"enableDNSHostnames": True},
+        "failurePolicy": {"maxRestarts": job.max_restarts},
+        "replicatedJobs": [
+            {
+                "name": REPLICATED_JOB,
+                "replicas": 1,
+                "template": {"spec": indexed_job_spec(job, "jobset", 0)},
+            }
+        ],
+    }
+    if job.queue is not None:
+        spec["suspend"] = True
+    return [
+        {
+            "apiVersion": "jobset.x-k8s.io/v1alpha2",
+            "kind": "JobSet",
+            "metadata": metadata(job, queued=True),
+            "spec": spec,
+        }
+    ]
+
+
+def pytorchjob(job: TrainingJob) -> list[Object]:
+    """A ``kubeflow.org/v1`` PyTorchJob of the Kubeflow training operator.
+
+    A fixed-size job is a Master and N-1 Workers (the operator allows exactly one
+    master). An elastic one is N Workers and an ``elasticPolicy``: the operator
+    scales Workers between ``min_nodes`` and ``max_nodes``, and a master, which
+    cannot be scaled, would pin the rendezvous to one pod.
+    """
+
+    def replicas(count: int) -> Object:
+        return {
+            "replicas": count,
+            "restartPolicy": "OnFailure",
+            "template": pod_template(job, "pytorchjob", "OnFailure"),
+        }
+
+    run_policy: Object = {"backoffLimit": job.max_restarts}
+    spec: Object = {"nprocPerNode": str(job.gpus_per_node)}
+    if job.elastic:
+        spec["elasticPolicy"] = {
+            "rdzvBackend": "c10d",
+            "rdzvPort": job.rdzv_port,
+            "minReplicas": job.min_nodes,
+            "maxReplicas": job.max_nodes,
+            "maxRestarts": job.max_restarts,
+        }
+        spec["pytorchReplicaSpecs"] = {"Worker": replicas(job.nodes)}
+    else:
+        spec["pytorchReplicaSpecs"] = {"Master": replicas(1)}
+        if job.nodes > 1:
+            spec["pytorchReplicaSpecs"]["Worker"] = replicas(job.nodes - 1)
+    if job.queue is not None:
+        run_policy["suspend"] = True
+    spec["runPolicy"] = run_policy
+    return [
+        {
+            "apiVersion": "kubeflow.org/v1",
+            "kind": "PyTorchJob",
+            "metadata": metadata(job, queued=True),
+            "spec": spec,
+        }
+    ]
+
+
+def volcano_job(job: TrainingJob) -> list[Object]:
+    """The Indexed Job gang-scheduled by Volcano: a PodGroup, a Service, the Job.
+
+    Volcano binds no pod until ``minMember`` of them (``min_nodes``) fit at once,
+    so a half-placed job never holds GPUs while it waits for the rest.
+
+    Raises:
+        ValueError: ``job.queue`` is set: Kueue and Volcano would both gate the job.
+    """
+    if job.queue is not None:
+        raise ValueError(
+            f"queue must be None for the Volcano job, got {job.queue!r}: Kueue and "
+            f"Volcano would both gate its admission; render job, jobset or pytorchjob"
+        )
+    group = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": metadata(job),
+        "spec": {
+            "minMember": job.min_nodes,
+            "minResources": {job.gpu_resource: job.min_nodes * job.gpus_per_node},
+        },
+    }
+    service, batch_job = plain_job(job, "volcano")
+    template = batch_job["spec"]["template"]
+    template["metadata"]["annotations"] = {VOLCANO_GROUP: job.name}
+    template["spec"]["schedulerName"] = "volcano"
+    return [group, service, batch_job]
+
+
+# What `aiinfra k8s render --kind` renders; `all` means the first three.
+RENDERERS: dict[str, Callable[[TrainingJob], list[Object]]] = {
+    "job": plain_job,
+    "jobset": jobset,
+    "pytorchjob": pytorchjob,
+    "volcano": volcano_job,
+}
+
+
+def to_yaml(objects: list[Object]) -> str:
+    """A multi-document YAML stream, keys in the order the functions above build."""
+    yaml = require("yaml", "cloud")  # PyYAML: an optional package
+    return yaml.safe_dump_all(objects, sort_keys=False, default_flow_style=False)
