@@ -1,14 +1,13 @@
 """The rendered manifests: valid against pinned schemas, one pod per node, all GPUs.
 
 Built-in objects (Service, Job) are checked by kubernetes-validate in strict mode;
-custom resources by the openAPIV3Schema of their CRDs in ``schemas/`` (each file's
-``$comment`` names its source), made strict as ``kubectl apply`` is (:func:`strict`).
+custom resources by the openAPIV3Schema of their CRDs (:mod:`aiinfra.cloud.crds`,
+each naming its source), made strict as ``kubectl apply`` is (:func:`strict`).
 """
 
 from __future__ import annotations
 
 import copy
-import json
 import re
 from pathlib import Path
 
@@ -18,10 +17,9 @@ import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
+from aiinfra.cloud.crds import CRDS, KUBERNETES_VERSION, crd_schema
 from aiinfra.cloud.job import TrainingJob
 
-KUBERNETES_VERSION = "1.33.0"  # the cluster version the built-in objects must fit
-SCHEMAS = Path(__file__).parent / "schemas"
 ROOT = Path(__file__).parents[2]
 BENCH = ("-m", "aiinfra.cli", "bench", "collectives", "--backend", "nccl")
 JOBS = {
@@ -48,15 +46,7 @@ def strict(schema: object) -> object:
 @pytest.fixture(scope="module")
 def crd_validators() -> dict[str, jsonschema.Draft7Validator]:
     """One validator per custom kind, keyed ``apiVersion/kind``."""
-    files = {
-        "jobset.x-k8s.io/v1alpha2/JobSet": "jobset-v1alpha2.json",
-        "kubeflow.org/v1/PyTorchJob": "pytorchjob-v1.json",
-        "scheduling.volcano.sh/v1beta1/PodGroup": "podgroup-v1beta1.json",
-    }
-    return {
-        key: jsonschema.Draft7Validator(strict(json.loads((SCHEMAS / f).read_text())))
-        for key, f in files.items()
-    }
+    return {key: jsonschema.Draft7Validator(strict(crd_schema(key))) for key in CRDS}
 
 
 def validate(obj: dict, crd_validators: dict) -> None:
