@@ -18,7 +18,7 @@ import kubernetes_validate
 import pytest
 import yaml
 from aiinfra.cloud.crds import CRDS, KUBERNETES_VERSION, crd_schema
-from aiinfra.cloud.job import TrainingJob
+from aiinfra.cloud.job import RESTART_ENV, TrainingJob
 
 ROOT = Path(__file__).parents[2]
 BENCH = ("-m", "aiinfra.cli", "bench", "collectives", "--backend", "nccl")
@@ -138,6 +138,8 @@ def test_each_pod_lands_alone_on_its_node_with_its_gpus(case):
         assert args[args.index("--nproc-per-node") + 1] == str(g)
         (shm,) = [v for v in spec["volumes"] if v["name"] == "dshm"]
         assert shm["emptyDir"]["medium"] == "Memory"
+        # what aiinfra.cloud.train requires before it allows restarts
+        assert {"name": RESTART_ENV, "value": "1"} in container["env"]
 
 
 @pytest.mark.parametrize("case", JOBS)

@@ -24,6 +24,9 @@ BINARY_SUFFIXES = {"": 1, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
 # The JobSet's one replicated job: its pods are <name>-node-<job>-<pod>.<name>.
 REPLICATED_JOB = "node"
 KINDS = ("job", "jobset", "pytorchjob", "volcano")
+# Set in torchrun's environment for restarts: a restarted group must not reuse the
+# agent's store, which still holds the last attempt's addresses (pytorch#135712).
+RESTART_ENV = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"
 
 
 def memory_bytes(quantity: str, arg: str) -> int:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from aiinfra.clikit import require
-from aiinfra.cloud.job import REPLICATED_JOB, TrainingJob
+from aiinfra.cloud.job import REPLICATED_JOB, RESTART_ENV, TrainingJob
 
 Object = dict[str, Any]
 CONTAINER = "pytorch"  # the training operator finds its container by this name
@@ -52,6 +52,9 @@ def pod_template(job: TrainingJob, kind: str, restart_policy: str) -> Object:
         "command": ["torchrun"],
         "args": list(job.torchrun_args(kind)),
         "ports": [{"name": "rdzv", "containerPort": job.rdzv_port}],
+        # Restarted workers must not reuse the agent's store, which still holds the
+        # last attempt's addresses (pytorch/pytorch#135712): see aiinfra.cloud.train.
+        "env": [{"name": RESTART_ENV, "value": "1"}],
         "resources": {
             "requests": {"cpu": job.cpu, "memory": job.memory},
             # Extended resources are limits only; the request defaults to them.
