@@ -122,6 +122,8 @@ KINDS: dict[str, Kind] = {
     "storage": Kind("storage", ("aiinfra", "bench", "storage"), {"gloo": ()}),
     # What each reproducible hang prints and how long it takes to fail (hangs.rst).
     "hangs": Kind("hangs", ("aiinfra", "comm", "hangs"), {"gloo": ()}),
+    # A worker killed under torchrun: the restart and the resume (cloud/restarts.rst).
+    "restart": Kind("restart", ("aiinfra", "bench", "restart"), {"gloo": ()}),
 }
 CPU_BACKENDS = ("gloo", "cpu")
 # What ``nox -s gpu`` measures on one GPU (collectives need a node of several).

@@ -16,9 +16,11 @@ import json
 import sys
 from pathlib import Path
 
+from aiinfra import results
 from aiinfra.clikit import Command, int_at_least, require
 from aiinfra.cloud.job import TrainingJob
 from aiinfra.cloud.manifests import RENDERERS, to_yaml
+from aiinfra.cloud.restart_bench import RestartBenchConfig, run_bench
 
 # The book's reference job: 2 nodes x 8 GPUs running the collectives benchmark.
 REFERENCE_NAME = "aiinfra-train"
@@ -121,6 +123,45 @@ def run_k8s_monitoring(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_bench_restart(parser: argparse.ArgumentParser) -> None:
+    """Flags of ``aiinfra bench restart``."""
+    add = parser.add_argument
+    d = RestartBenchConfig()
+    add("--ranks", type=int_at_least(2), default=d.ranks, help="workers")
+    add("--steps", type=int_at_least(2), default=d.steps, help="steps of the run")
+    add("--every", type=int_at_least(1), default=d.every, help="steps per checkpoint")
+    add("--fail-at", type=int_at_least(2), default=d.fail_at, help="step that dies")
+    add("--fail-rank", type=int_at_least(0), default=d.fail_rank, help="who dies")
+    add("--out", help="write the stamped JSON here (default: the book's file)")
+    add("--no-write", action="store_true", help="print only, write no file")
+
+
+def run_bench_restart(args: argparse.Namespace) -> int:
+    """Check the flags together, run both torchrun jobs, stamp, print a summary."""
+    cfg = RestartBenchConfig(
+        ranks=args.ranks,
+        steps=args.steps,
+        every=args.every,
+        fail_at=args.fail_at,
+        fail_rank=args.fail_rank,
+    )
+    res = run_bench(cfg)
+    if not args.no_write:
+        path = results.write(
+            "restart", res, backend="gloo", world_size=cfg.ranks, path=args.out
+        )
+        print(f"wrote {path}", file=sys.stderr)
+    for run in ("restarted", "control"):
+        print(f"{run}: {res[run]['seconds']:.1f} s")
+        for r in res[run]["records"]:
+            print(
+                f"  attempt {r['attempt']} rank {r['rank']}: resumed from "
+                f"{r['resumed_from']}, ended at {r['final_step']}"
+            )
+    print(f"same weights as the run that never failed: {res['same_weights']}")
+    return 0
+
+
 COMMANDS = (
     Command(
         "k8s",
@@ -135,5 +176,12 @@ COMMANDS = (
         "Prometheus alert rules and a Grafana dashboard for a training job",
         add_k8s_monitoring,
         run_k8s_monitoring,
+    ),
+    Command(
+        "bench",
+        "restart",
+        "kill a torchrun worker; time the elastic restart and the resume",
+        add_bench_restart,
+        run_bench_restart,
     ),
 )
