@@ -115,8 +115,10 @@ def test_figures_are_legible_from_the_back_of_the_hall(decks, chapter, lang):
 def test_code_is_highlighted_as_its_language(decks, chapter):
     classes = [c for s in decks(chapter, "en") for c in s["code"]]
     assert len(classes) > 5
-    for c in classes:  # plaintext: a log quoted as it was printed
-        assert re.search(r"\b(language-)?(python|shell|plaintext)\b", c), c
+    # plaintext: a log quoted as it was printed; yaml, docker: the cloud's files
+    langs = r"\b(language-)?(python|shell|plaintext|yaml|docker|dockerfile)\b"
+    for c in classes:
+        assert re.search(langs, c), c
     assert any(re.search(r"\b(language-)?python\b", c) for c in classes)
 
 

@@ -157,7 +157,7 @@ def alert_rules(
             "10m",
             "warning",
             f"{gpu} is half as busy as the job's median GPU",
-            "Its input pipeline, host or clocks lag; the others wait for it.",
+            "Its input pipeline or its host falls behind; the others wait for it.",
         ),
     ]
     return {

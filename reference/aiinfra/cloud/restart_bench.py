@@ -92,7 +92,9 @@ def _torchrun(cfg: RestartBenchConfig, root: Path, fail: bool) -> dict[str, Any]
         json.loads(p.read_text())
         for p in sorted((root / "ckpt" / PROGRESS).glob("attempt*_rank*.json"))
     ]
+    # Without the log prefix (time, source file) and this machine's Python path.
     lines = [ln.split("] ", 1)[-1] for ln in out.stderr.splitlines()]
+    lines = [re.sub(r" of binary: \S+", "", ln) for ln in lines]
     return {
         "seconds": seconds,
         "records": sorted(records, key=lambda r: (r["attempt"], r["rank"])),

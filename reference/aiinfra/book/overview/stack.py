@@ -12,19 +12,27 @@ STACK = (
     ("server", "NVLink and NVSwitch, PCIe switches, network cards", "Hardware"),
     ("cluster", "fat-tree and rail networks, power, failures", "Hardware"),
     ("communication", "collectives, RDMA networks, NCCL, checkpoints", "Communication"),
-    ("orchestration", "containers, Kubernetes, monitoring", ""),
+    ("orchestration", "containers, Kubernetes, monitoring", "Cloud native"),
     ("training", "data, tensor, pipeline and context parallelism, ZeRO", "Training"),
     ("model", "attention, FlashAttention, mixture of experts, scaling laws", "Models"),
     ("serving", "KV cache, paging, batching, quantization, speculation", "Inference"),
 )
 
 #: Chapters in reading order, and which of them each kind of reader reads first.
-CHAPTERS = ("Overview", "Hardware", "Communication", "Training", "Models", "Inference")
+CHAPTERS = (
+    "Overview",
+    "Hardware",
+    "Communication",
+    "Cloud native",
+    "Training",
+    "Models",
+    "Inference",
+)
 PATHS = (
-    ("new to the field", (1, 2, 3, 4, 5, 6)),
-    ("training engineer", (1, 4, 3, 5, 2)),
-    ("inference engineer", (1, 2, 5, 6)),
-    ("cluster engineer", (1, 2, 3, 4)),
+    ("new to the field", (1, 2, 3, 4, 5, 6, 7)),
+    ("training engineer", (1, 5, 3, 6, 2)),
+    ("inference engineer", (1, 2, 6, 7)),
+    ("cluster engineer", (1, 2, 3, 4, 5)),
 )
 
 

@@ -1,0 +1,297 @@
+"""What ``docs/cloud/kubernetes.rst`` shows: one job, its manifests, its scheduling.
+
+Everything is rendered from the book's reference job (the defaults of ``aiinfra k8s
+render``) by :mod:`aiinfra.cloud.manifests`; the schemas are those of
+:mod:`aiinfra.cloud.crds`, and the scheduling figure is the simulation of
+:mod:`aiinfra.cloud.gang`.
+"""
+
+from __future__ import annotations
+
+import re
+
+from matplotlib.figure import Figure
+from matplotlib.patches import FancyBboxPatch, Patch
+
+from aiinfra.cloud import crds, gang
+from aiinfra.cloud import manifests as k8s
+from aiinfra.cloud.cli import REFERENCE_COMMAND, REFERENCE_IMAGE, REFERENCE_NAME
+from aiinfra.cloud.job import TrainingJob
+from aiinfra.report import Table
+
+__all__ = [
+    "GANG_HORIZON",
+    "GANG_JOBS",
+    "GANG_NODES",
+    "controllers_table",
+    "gang_figure",
+    "gang_table",
+    "job_figure",
+    "kubernetes_version",
+    "pod_table",
+    "reference_gpus",
+    "reference_nodes",
+    "refused_message",
+    "schemas_table",
+    "torchrun_table",
+]
+
+#: The two-node cluster of the scheduling figure and its two jobs (pods, steps).
+GANG_NODES = 2
+GANG_JOBS = (gang.Job("A", 2, 3), gang.Job("B", 2, 3))
+#: Steps the scheduling figure simulates.
+GANG_HORIZON = 8
+
+
+def _job() -> TrainingJob:
+    """The reference job: 2 nodes of 8 GPUs running the collectives benchmark."""
+    return TrainingJob(REFERENCE_NAME, REFERENCE_IMAGE, REFERENCE_COMMAND, 2, 8)
+
+
+def reference_nodes() -> int:
+    """Nodes (pods) of the reference job."""
+    return _job().nodes
+
+
+def reference_gpus() -> int:
+    """GPUs per node of the reference job."""
+    return _job().gpus_per_node
+
+
+def _pod(kind: str = "job") -> dict:
+    """The reference job's pod spec under controller ``kind``."""
+    return k8s.pod_template(_job(), kind, "Never")["spec"]
+
+
+def pod_table() -> Table:
+    """What each pod of the reference job asks of its node."""
+    spec = _pod()
+    (container,) = spec["containers"]
+    res = container["resources"]
+    (shm,) = spec["volumes"]
+    (term,) = spec["affinity"]["podAntiAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]
+    rows = [
+        ["GPUs (limits, nvidia.com/gpu)", res["limits"]["nvidia.com/gpu"]],
+        ["CPU (requests)", res["requests"]["cpu"]],
+        ["memory (requests = limits)", res["limits"]["memory"]],
+        ["/dev/shm (memory-backed emptyDir)", shm["emptyDir"]["sizeLimit"]],
+        ["pods of this job per node", f"1 (anti-affinity on {term['topologyKey']})"],
+        ["tolerates the taint", spec["tolerations"][0]["key"]],
+    ]
+    return Table(
+        ["the pod asks for", "value"],
+        rows,
+        note="From the pod template that aiinfra k8s render writes for every kind.",
+    )
+
+
+def torchrun_table() -> Table:
+    """The flags torchrun gets on every pod of the reference job (plain Job)."""
+    args = list(_job().torchrun_args("job"))
+    flags = [(args[i], args[i + 1]) for i in range(0, 12, 2)]
+    meaning = {
+        "--nnodes": "nodes, or min:max for an elastic job",
+        "--nproc-per-node": "workers per pod, one per GPU",
+        "--rdzv-backend": "rendezvous through a TCP store",
+        "--rdzv-endpoint": "pod 0's stable DNS name and port",
+        "--rdzv-id": "the run every agent joins",
+        "--max-restarts": "restarts of the whole worker group",
+    }
+    rows = [[flag, value, meaning[flag]] for flag, value in flags]
+    return Table(
+        ["flag", "value", "what it sets"],
+        rows,
+        note="Then the training command: " + " ".join(REFERENCE_COMMAND) + ".",
+        words=(2,),
+    )
+
+
+def _pods(objects: list[dict]) -> int:
+    """Pods the objects create: Indexed Jobs' completions, operator replicas."""
+    count = 0
+    for obj in objects:
+        spec = obj.get("spec", {})
+        if obj["kind"] in ("Job",):
+            count += spec["completions"]
+        elif obj["kind"] == "JobSet":
+            count += sum(
+                r["replicas"] * r["template"]["spec"]["completions"]
+                for r in spec["replicatedJobs"]
+            )
+        elif obj["kind"] == "PyTorchJob":
+            count += sum(r["replicas"] for r in spec["pytorchReplicaSpecs"].values())
+    return count
+
+
+def controllers_table() -> Table:
+    """The four controllers the one description renders to."""
+    job = _job()
+    restarts = {
+        "job": "the Job re-creates failed pods (backoffLimit)",
+        "jobset": "the JobSet re-creates all its Jobs (failurePolicy)",
+        "pytorchjob": "the training operator restarts replicas",
+        "volcano": "the Job, scheduled by Volcano as one group",
+    }
+    rows = []
+    for kind, render in k8s.RENDERERS.items():
+        objects = render(job)
+        rows.append(
+            [
+                kind,
+                ", ".join(o["kind"] for o in objects),
+                _pods(objects),
+                job.head_host(kind),
+                restarts[kind],
+            ]
+        )
+    return Table(
+        ["render", "objects", "pods", "rendezvous host (pod 0)", "restarts"],
+        rows,
+        note="Each pod runs torchrun with the same flags; only pod 0's name differs.",
+        words=(4,),
+    )
+
+
+def job_figure() -> Figure:
+    """The reference job as a plain Indexed Job: pods on nodes, pod 0 the rendezvous."""
+    job = _job()
+    fig = Figure(figsize=(9, 4.2), layout="constrained")
+    ax = fig.add_subplot()
+    width = 0.4
+    for i in range(job.nodes):
+        x0 = 0.06 + i * 0.5
+        ax.add_patch(
+            FancyBboxPatch(
+                (x0, 0.08),
+                width,
+                0.62,
+                boxstyle="round,pad=0.01",
+                fc="#f0f0f0",
+                ec="#777777",
+            )
+        )
+        ax.text(x0 + width / 2, 0.64, f"node {i}", ha="center", fontsize=11)
+        ax.add_patch(
+            FancyBboxPatch(
+                (x0 + 0.02, 0.14),
+                width - 0.04,
+                0.42,
+                boxstyle="round,pad=0.01",
+                fc="#c6dbef",
+                ec="#3182bd",
+            )
+        )
+        host = f"{job.name}-{i}.{job.name}"
+        ax.text(x0 + width / 2, 0.5, f"pod {host}", ha="center", fontsize=9)
+        ax.text(x0 + width / 2, 0.43, "torchrun agent", ha="center", fontsize=9)
+        for g in range(job.gpus_per_node):
+            gx = x0 + 0.04 + g * (width - 0.08) / (job.gpus_per_node - 1)
+            ax.scatter(gx, 0.27, s=120, marker="s", color="#31a354", zorder=3)
+        ax.text(x0 + width / 2, 0.17, "one worker per GPU", ha="center", fontsize=9)
+        if i > 0:
+            ax.annotate(
+                "",
+                xy=(0.06 + width - 0.02, 0.46),
+                xytext=(x0 + 0.02, 0.46),
+                arrowprops={"arrowstyle": "->", "color": "#d62728", "lw": 1.5},
+            )
+    ax.text(
+        0.5,
+        0.86,
+        f"headless Service {job.name}: a DNS name per pod; rendezvous on pod 0, "
+        f"port {job.rdzv_port}",
+        ha="center",
+        fontsize=10,
+        color="#d62728",
+    )
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.axis("off")
+    return fig
+
+
+def gang_table() -> Table:
+    """What gang scheduling adds to the manifests, with Kueue and with Volcano."""
+    queued = TrainingJob(
+        REFERENCE_NAME, REFERENCE_IMAGE, REFERENCE_COMMAND, 2, 8, queue="team-a"
+    )
+    (_, job) = k8s.plain_job(queued)
+    group, _, vjob = k8s.volcano_job(_job())
+    rows = [
+        ["Kueue", "metadata.labels", f"{k8s.QUEUE_LABEL}: team-a"],
+        ["Kueue", "spec.suspend", str(job["spec"]["suspend"]).lower()],
+        ["Volcano", "PodGroup spec.minMember", group["spec"]["minMember"]],
+        [
+            "Volcano",
+            "spec.schedulerName",
+            vjob["spec"]["template"]["spec"]["schedulerName"],
+        ],
+    ]
+    return Table(
+        ["scheduler", "field", "value"],
+        rows,
+        note="The reference job rendered with a queue (Kueue), and for Volcano.",
+    )
+
+
+def gang_figure() -> Figure:
+    """Two 2-node jobs on 2 nodes: placed pod by pod, and admitted as gangs."""
+    fig = Figure(figsize=(9, 3.8), layout="constrained")
+    axes = fig.subplots(2, 1, sharex=True)
+    colors = {"A": "#3182bd", "B": "#e6550d"}
+    for ax, is_gang, title in (
+        (axes[0], False, "pod by pod: each job holds one node and waits for the other"),
+        (axes[1], True, "as gangs: a job is admitted only when all its pods fit"),
+    ):
+        steps = gang.schedule(GANG_NODES, list(GANG_JOBS), is_gang, GANG_HORIZON)
+        for t, held in enumerate(steps):
+            row = 0
+            for j in GANG_JOBS:
+                for _ in range(held[j.name]):
+                    running = held[j.name] == j.pods
+                    ax.barh(
+                        row,
+                        1,
+                        left=t,
+                        color=colors[j.name],
+                        alpha=1.0 if running else 0.35,
+                        edgecolor="white",
+                    )
+                    row += 1
+        ax.set_yticks(range(GANG_NODES), [f"node {n}" for n in range(GANG_NODES)])
+        ax.set_title(title, fontsize=10)
+    axes[1].set_xlabel("time step (light: holding a node, waiting; dark: running)")
+    handles = [Patch(color=c, label=f"job {name}") for name, c in colors.items()]
+    axes[0].legend(handles=handles, loc="upper right", fontsize=9)
+    return fig
+
+
+def kubernetes_version() -> str:
+    """The Kubernetes version whose schemas the built-in objects must fit."""
+    return crds.KUBERNETES_VERSION
+
+
+def schemas_table() -> Table:
+    """The schema each rendered kind is checked against, and where it comes from."""
+    rows = [["Service, Job", f"Kubernetes {crds.KUBERNETES_VERSION} OpenAPI", "-"]]
+    for key in crds.CRDS:
+        source = crds.crd_source(key)
+        repo = re.search(r"github\.com/([\w.-]+/[\w.-]+)", source)[1]
+        tag = re.search(r"tag (v[\d.]+)", source)[1]
+        rows.append([key.rsplit("/", 1)[1], f"{repo} CRD", tag])
+    return Table(
+        ["kind", "schema", "release"],
+        rows,
+        note="Checked in strict mode: an unknown field fails, as kubectl apply fails.",
+    )
+
+
+def refused_message() -> str:
+    """The error a job asking for more GPUs than a node has gets, before rendering."""
+    try:
+        TrainingJob(REFERENCE_NAME, REFERENCE_IMAGE, REFERENCE_COMMAND, 2, 16)
+    except ValueError as exc:
+        return str(exc)
+    raise AssertionError("a 16-GPU pod on an 8-GPU node was accepted")
