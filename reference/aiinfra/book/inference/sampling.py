@@ -145,6 +145,7 @@ def sampling_order_table() -> Table:
         ["step", "processor", "transformers class", "this package"],
         rows,
         "The order of transformers' generation utilities; each row is tested equal.",
+        words=(1,),
     )
 
 

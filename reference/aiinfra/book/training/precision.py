@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from matplotlib.figure import Figure
 
 from aiinfra.hardware import GPUS
@@ -54,7 +56,8 @@ def rounding_table() -> Table:
 
 def loss_scale_trace() -> Table:
     """Our loss scaler step by step beside ``torch.amp.GradScaler``."""
-    return precision_tables.loss_scale_trace()
+    # the stepped/skipped columns are words
+    return replace(precision_tables.loss_scale_trace(), words=(0, 2, 3))
 
 
 def master_weights_table() -> Table:
@@ -64,7 +67,7 @@ def master_weights_table() -> Table:
 
 def autocast_table() -> Table:
     """Each op's output dtype under CPU autocast, beside its CUDA list."""
-    return autocast.autocast_table()
+    return replace(autocast.autocast_table(), words=(0, 2))  # 2: the CUDA list
 
 
 def h100_peak_tflops(fmt: str) -> float:
