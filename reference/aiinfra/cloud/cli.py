@@ -90,10 +90,11 @@ def run_k8s_render(args: argparse.Namespace) -> int:
 def add_k8s_monitoring(parser: argparse.ArgumentParser) -> None:
     """Flags of ``aiinfra k8s monitoring``."""
     add = parser.add_argument
-    add("--job", default="aiinfra-training", help="job label of the training target")
-    add("--dcgm-job", default="dcgm-exporter", help="job label of dcgm-exporter")
-    add("--gpus-per-node", type=int_at_least(1), default=8, help="GPUs a node reports")
-    add("--stall-minutes", type=int_at_least(1), default=10, help="no step: a hang")
+    # Unset flags keep alert_rules()'s defaults, which the book's files use.
+    add("--job", help="job label of the training target")
+    add("--dcgm-job", help="job label of dcgm-exporter")
+    add("--gpus-per-node", type=int_at_least(1), help="GPUs a node reports")
+    add("--stall-minutes", type=int_at_least(1), help="minutes without a step: hung")
     add("--out", type=Path, help="write alerts.yaml and dashboard.json here")
 
 
@@ -103,12 +104,12 @@ def run_k8s_monitoring(args: argparse.Namespace) -> int:
     from aiinfra.cloud.alerts import alert_rules, rule_file_yaml
     from aiinfra.cloud.dashboard import grafana_dashboard
 
-    rules = alert_rules(
-        job=args.job,
-        dcgm_job=args.dcgm_job,
-        gpus_per_node=args.gpus_per_node,
-        stall_minutes=args.stall_minutes,
-    )
+    given = {
+        k: getattr(args, k)
+        for k in ("job", "dcgm_job", "gpus_per_node", "stall_minutes")
+        if getattr(args, k) is not None
+    }
+    rules = alert_rules(**given)
     texts = {
         "alerts.yaml": HEADER + rule_file_yaml(rules),
         "dashboard.json": json.dumps(grafana_dashboard(), indent=2) + "\n",

@@ -31,7 +31,8 @@ GRAFANA_UNITS = {
     "watts": "watt",
     "celsius": "celsius",
 }
-PANEL_W, PANEL_H = 12, 8  # two panels per row of Grafana's 24-column grid
+GRID_COLUMNS = 24  # the width of Grafana's dashboard grid, in its JSON model
+PANEL_W, PANEL_H = GRID_COLUMNS // 2, 8  # two panels per row
 RATE = "[$__rate_interval]"  # Grafana's window: at least four scrape intervals
 
 
@@ -136,7 +137,7 @@ def grafana_dashboard(title: str = "Training job") -> dict:
         for name, f in DCGM_METRICS.items()
     ]
     for i, panel in enumerate(panels):
-        row, col = divmod(i, 24 // PANEL_W)
+        row, col = divmod(i, GRID_COLUMNS // PANEL_W)
         panel["id"] = i + 1
         panel["gridPos"] = {
             "x": col * PANEL_W,

@@ -24,6 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from torch import nn
 
 from aiinfra import results
+from aiinfra.cloud import dashboard
 from aiinfra.cloud.alerts import alert_rules
 from aiinfra.cloud.dashboard import grafana_dashboard
 from aiinfra.cloud.metrics import DCGM_METRICS, TRAINING_METRICS, TrainingExporter
@@ -258,7 +259,7 @@ def stall_minutes() -> int:
 
 
 #: Grafana's dashboard grid is this many columns wide (its JSON model).
-GRAFANA_COLUMNS = 24
+GRAFANA_COLUMNS = dashboard.GRID_COLUMNS
 _COLORS = {"training job": "#9fc5e8", "GPUs": "#cde8cd"}  # the legend's labels
 
 
@@ -280,7 +281,7 @@ def dashboard_figure() -> Figure:
         box = (g["x"] + 0.15, g["y"] + 0.4), g["w"] - 0.3, g["h"] - 0.8
         ax.add_patch(Rectangle(*box, fc=color, ec="black", lw=0.8))
         x, y = g["x"] + g["w"] / 2, g["y"] + g["h"] / 2
-        name = p["title"].removeprefix("DCGM_FI_")  # the legend says which is DCGM
+        name = p["title"].removeprefix("DCGM_FI_")  # the caption says so
         ax.text(x, y, name, ha="center", va="center", fontsize=9)
     ax.set(xlim=(0, GRAFANA_COLUMNS), ylim=(bottom, 0))  # Grafana's y grows down
     ax.set_xticks(range(0, GRAFANA_COLUMNS + 1, 6))
