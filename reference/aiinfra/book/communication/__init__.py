@@ -148,6 +148,7 @@ from .nccl_practice import (
 )
 from .networks import (
     BURST,
+    FOCUS_SENDERS,
     LINK_GBITS,
     NIC_GBITS_PER_GPU,
     PACKET_BYTES,
@@ -162,7 +163,7 @@ from .networks import (
     h100_scale_ratio,
     ib_roce_table,
     lossy_fits_senders,
-    lossy_slowdown_16,
+    lossy_slowdown,
     queue_figure,
     rto_us,
     scale_table,
@@ -174,6 +175,7 @@ from .networks import (
 )
 
 __all__ = [
+    "FOCUS_SENDERS",
     "CROSSOVER_LINK",
     "CROSSOVER_NODE_RANKS",
     "CROSSOVER_RANKS",
@@ -248,7 +250,7 @@ __all__ = [
     "h100_scale_ratio",
     "ib_roce_table",
     "lossy_fits_senders",
-    "lossy_slowdown_16",
+    "lossy_slowdown",
     "queue_figure",
     "rto_us",
     "scale_table",

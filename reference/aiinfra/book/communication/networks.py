@@ -22,6 +22,8 @@ LINK_GBITS = 400  # every link of the simulation, Gb/s
 BURST = IncastConfig(packets_per_sender=32, buffer_packets=64)  # the N sweep
 #: Long bursts, so that DCQCN has time to converge; the victim offers half a link.
 STEADY = IncastConfig(senders=16, packets_per_sender=128, victim_rate=0.5)
+#: The N of the incast the text quotes: the long-burst run's senders.
+FOCUS_SENDERS = STEADY.senders
 SENDERS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)  # the x axis of the N sweep
 #: The NIC bandwidth per GPU of NVIDIA's 8-GPU systems, Gb/s: DGX A100, eight
 #: 200 Gb/s ConnectX-6 (docs.nvidia.com/dgx/dgxa100-user-guide); DGX H100 and DGX
@@ -133,11 +135,11 @@ def lossy_fits_senders() -> int:
     return max(n for n in SENDERS if _run("lossy", BURST, n).dropped == 0)
 
 
-def lossy_slowdown_16() -> float:
-    """Lossy completion time over PFC's, 16 senders."""
+def lossy_slowdown() -> float:
+    """Lossy completion time over PFC's, ``FOCUS_SENDERS`` senders."""
     return (
-        _run("lossy", BURST, 16).completion_slots
-        / _run("pfc", BURST, 16).completion_slots
+        _run("lossy", BURST, FOCUS_SENDERS).completion_slots
+        / _run("pfc", BURST, FOCUS_SENDERS).completion_slots
     )
 
 
@@ -174,8 +176,8 @@ def victim_offered_gbits() -> float:
 
 
 def victim_pfc_gbits() -> float:
-    """The victim's throughput under PFC with 16 senders, Gb/s."""
-    return _gbits(_run("pfc", STEADY, 16).victim_throughput)
+    """The victim's throughput under PFC with ``FOCUS_SENDERS`` senders, Gb/s."""
+    return _gbits(_run("pfc", STEADY, FOCUS_SENDERS).victim_throughput)
 
 
 def victim_figure() -> Figure:
@@ -205,12 +207,12 @@ def victim_figure() -> Figure:
 
 
 def queue_figure() -> Figure:
-    """Depth of the receiver's switch port over time, 16 senders."""
+    """Depth of the receiver's switch port over time, ``FOCUS_SENDERS`` senders."""
     fig = Figure(figsize=(6.5, 3.4), layout="constrained")
     ax = fig.add_subplot()
     for mode in MODES:
-        trace = _run(mode, STEADY, 16).queue_trace[
-            : 2 * _run("pfc", STEADY, 16).completion_slots
+        trace = _run(mode, STEADY, FOCUS_SENDERS).queue_trace[
+            : 2 * _run("pfc", STEADY, FOCUS_SENDERS).completion_slots
         ]
         ax.plot(
             [i * _slot_us() for i in range(len(trace))],
@@ -225,21 +227,21 @@ def queue_figure() -> Figure:
     return fig
 
 
-def _mean_queue(mode: str) -> float:  # packets, 16 long bursts
-    trace = _run(mode, STEADY, 16).queue_trace
+def _mean_queue(mode: str) -> float:  # packets, ``FOCUS_SENDERS`` long bursts
+    trace = _run(mode, STEADY, FOCUS_SENDERS).queue_trace
     return sum(trace) / len(trace)
 
 
 def ecn_queue_over_pfc() -> float:
-    """ECN's mean queue as a fraction of PFC's, 16 senders."""
+    """ECN's mean queue as a fraction of PFC's, ``FOCUS_SENDERS`` senders."""
     return _mean_queue("ecn") / _mean_queue("pfc")
 
 
 def tradeoff_table() -> Table:
-    """The three networks on 16 long bursts and a victim: what each costs."""
+    """The three networks on ``FOCUS_SENDERS`` long bursts and a victim: their costs."""
     rows = []
     for mode in MODES:
-        r = _run(mode, STEADY, 16)
+        r = _run(mode, STEADY, FOCUS_SENDERS)
         rows.append(
             [
                 _LABEL[mode],
