@@ -263,5 +263,6 @@ def test_chapter_commands_are_found_without_a_list():
     n_commands = sum(
         len(importlib.import_module(m).COMMANDS) for m in cli.chapter_clis()
     )
-    # 16, then roofline, budget, storage, hangs, k8s render, k8s monitoring, restart
-    assert len(cli.commands()) == n_commands == 23
+    # 16, then roofline, budget, storage, hangs, k8s render, k8s monitoring, restart,
+    # container
+    assert len(cli.commands()) == n_commands == 24

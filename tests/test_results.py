@@ -88,6 +88,7 @@ def test_nox_gets_one_command_per_kind_and_machine():
         "storage",
         "hangs",
         "restart",
+        "container",
     ]
     outs = [c[c.index("--out") + 1] for c in cpu]
     # The benchmarks with their own writers read the very file nox tells them to

@@ -88,6 +88,25 @@ class Table:
         )
 
 
+#: The attribute of a matplotlib figure listing the strings drawn on it that are
+#: names (packages, hosts, files): the book never makes them messages.
+NAMES_ATTRIBUTE = "aiinfra_names"
+
+
+def mark_names(figure: Any, names: Any) -> Any:
+    """Mark ``names`` drawn on ``figure`` as names, not words to translate.
+
+    A figure's words are the chapter's messages; a package name on a bar chart is
+    data, different on every measurement, and must stay as it is.
+
+    Returns:
+        ``figure``, for chaining.
+    """
+    marked = set(getattr(figure, NAMES_ATTRIBUTE, ()))
+    setattr(figure, NAMES_ATTRIBUTE, frozenset(marked | {str(n) for n in names}))
+    return figure
+
+
 def format_cell(value: Any) -> str:
     """Format one cell: floats with 4 significant digits, the rest with ``str``."""
     if isinstance(value, float):

@@ -124,6 +124,8 @@ KINDS: dict[str, Kind] = {
     "hangs": Kind("hangs", ("aiinfra", "comm", "hangs"), {"gloo": ()}),
     # A worker killed under torchrun: the restart and the resume (cloud/restarts.rst).
     "restart": Kind("restart", ("aiinfra", "bench", "restart"), {"gloo": ()}),
+    # Namespaces, and the training image's Python layer replayed (cloud/containers.rst).
+    "container": Kind("container", ("aiinfra", "bench", "container"), {"cpu": ()}),
 }
 CPU_BACKENDS = ("gloo", "cpu")
 # What ``nox -s gpu`` measures on one GPU (collectives need a node of several).

@@ -24,7 +24,27 @@ def book(tmp_path_factory) -> pathlib.Path:
     return lay_out(tmp_path_factory.mktemp("newbook"))
 
 
-def _sphinx(book: pathlib.Path, builder: str, lang: str, *tags: str) -> pathlib.Path:
+# Loaded by the build's Python before anything else: matplotlib then lists no system
+# font at all, as on a machine without a CJK font, whatever this machine has
+# installed (its directories are scanned beside fontconfig, so an empty fontconfig
+# would not hide them).
+NO_SYSTEM_FONTS = """\
+import matplotlib.font_manager as fm
+
+fm.findSystemFonts = lambda *args, **kwargs: []
+fm.fontManager = fm.FontManager()
+fm.findfont = fm.fontManager.findfont
+fm.get_font_names = fm.fontManager.get_font_names
+"""
+
+
+def _sphinx(
+    book: pathlib.Path,
+    builder: str,
+    lang: str,
+    *tags: str,
+    env: dict[str, str] | None = None,
+) -> pathlib.Path:
     out = book / "site" / f"{builder}-{lang}"
     cmd = [sys.executable, "-m", "sphinx", "-b", builder, "-W", "--keep-going", "-q"]
     for tag in tags:
@@ -41,7 +61,7 @@ def _sphinx(book: pathlib.Path, builder: str, lang: str, *tags: str) -> pathlib.
         text=True,
         cwd=book,
         timeout=300,
-        env={**__import__("os").environ, "MPLBACKEND": "Agg"},
+        env={**__import__("os").environ, "MPLBACKEND": "Agg", **(env or {})},
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return out
@@ -74,8 +94,12 @@ def test_the_new_chapter_and_subpackage_get_their_pages_in_the_book(book):
     assert 'id="aiinfra.newpkg.thing.halve"' in api
 
 
-def test_the_chinese_edition_translates_note_label_and_figure_text(book):
-    out = _sphinx(book, "html", "zh_CN")
+def test_the_chinese_edition_translates_note_label_and_figure_text(book, tmp_path):
+    # Built where matplotlib sees no system font (and has no font list cached): the
+    # figure's Chinese comes from the font the docs environment pins.
+    (tmp_path / "sitecustomize.py").write_text(NO_SYSTEM_FONTS)
+    hidden = {"PYTHONPATH": str(tmp_path), "MPLCONFIGDIR": str(tmp_path / "mpl")}
+    out = _sphinx(book, "html", "zh_CN", env=hidden)
     page = (out / "newchapter" / "first.html").read_text(encoding="utf-8")
     assert '<p class="aiinfra-table-note">由 halve 计算的值。</p>' in page
     assert "measured on host-42" in page  # the stamp, as it is
@@ -83,8 +107,15 @@ def test_the_chinese_edition_translates_note_label_and_figure_text(book):
     assert cells[0] == "环形" and "fp16" in cells  # a name stays a name
     svgs = list((book / "build" / "figures" / "zh_CN").glob("*.svg"))
     assert len(svgs) == 1
-    texts = re.findall(r"<!-- (.*?) -->", svgs[0].read_text(encoding="utf-8"))
+    svg = svgs[0].read_text(encoding="utf-8")
+    texts = re.findall(r"<!-- (.*?) -->", svg)
     assert "消息大小" in texts and "实测时间" in texts and "torch" in texts
+    # Each Chinese character is a glyph of the pinned font, not a missing-glyph box
+    # (matplotlib draws those from its LastResort font).
+    for label in ("消息大小", "实测时间"):
+        drawn = svg.split(f"<!-- {label} -->", 1)[1].split("<!--", 1)[0]
+        glyphs = re.findall(r'xlink:href="#([\w-]+)-[0-9a-f]+"', drawn)
+        assert glyphs == ["NotoSansSC-Regular"] * len(label), (label, glyphs)
 
 
 def test_gettext_extracts_words_but_not_stamps_or_names(book):

@@ -183,3 +183,72 @@ def importlib_metadata_dist(name: str):
     import importlib.metadata
 
     return importlib.metadata.distribution(name)
+
+
+def test_the_dockerfile_installs_are_read_in_order_without_the_index():
+    text = (Path(__file__).parents[2] / "deploy" / "Dockerfile").read_text()
+    installs = c.dockerfile_pip_installs(text)
+    # What the training image's Dockerfile says, in its order.
+    assert installs[0] == ["torch==2.13.0"] and installs[-1][-1] == "./"
+    other = (
+        "FROM x\nRUN pip install --index-url=https://i/simple a==1\n"
+        'RUN pip install --index-url "${IDX}" b==2 --no-deps\nRUN echo pip install c\n'
+    )
+    assert c.dockerfile_pip_installs(other) == [["a==1"], ["b==2", "--no-deps"]]
+    with pytest.raises(ValueError, match="no 'RUN pip install' line"):
+        c.dockerfile_pip_installs("FROM x\nRUN echo hi\n")
+
+
+def _wheel(folder: Path, name: str, payload: bytes) -> Path:
+    """A minimal pure-Python wheel (``name`` 1.0 with one module of ``payload``)."""
+    import base64
+    import hashlib
+    import zipfile
+
+    files = {
+        f"{name}.py": payload,
+        f"{name}-1.0.dist-info/METADATA": (
+            f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n"
+        ).encode(),
+        f"{name}-1.0.dist-info/WHEEL": (
+            b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+            b"Tag: py3-none-any\n"
+        ),
+    }
+    record = ""
+    for path, data in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
+        record += f"{path},sha256={digest.decode()},{len(data)}\n"
+    record += f"{name}-1.0.dist-info/RECORD,,\n"
+    files[f"{name}-1.0.dist-info/RECORD"] = record.encode()
+    wheel = folder / f"{name}-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        for path, data in files.items():
+            z.writestr(path, data)
+    return wheel
+
+
+@pytest.mark.slow
+def test_an_image_layer_is_replayed_in_a_new_environment_and_weighed(tmp_path):
+    wheel = _wheel(tmp_path, "tinypkg", b"X = 1\n" + b"#" * 300_000 + b"\n")
+    dockerfile = tmp_path / "Dockerfile"
+    dockerfile.write_text(
+        'FROM python:3.11-slim\nRUN pip install --index-url "${IDX}" '
+        f"--no-index {wheel.name}\n"
+    )
+    # The wheel's path is relative to the build context, as a COPY would make it.
+    import os
+
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        res = c.image_distribution_sizes(dockerfile, tmp_path, top=10)
+    finally:
+        os.chdir(cwd)
+    sizes = dict(res["sizes"])
+    assert res["installs"] == [["--no-index", wheel.name]]
+    # The module file and the dist-info, as pip wrote them: more than the payload.
+    assert 300_000 < sizes["tinypkg"] < 310_000
+    assert "pip" in sizes  # python -m venv puts pip in every environment
+    with pytest.raises(FileNotFoundError, match="dockerfile"):
+        c.image_distribution_sizes(tmp_path / "nope", tmp_path)

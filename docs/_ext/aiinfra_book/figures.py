@@ -39,11 +39,18 @@ from .compute import cache_for, evaluate, evaluate_in, is_words
 
 logger = logging.getLogger(__name__)
 
-# Tried in order for glyphs DejaVu Sans lacks (matplotlib's per-glyph fallback).
+# The Chinese edition's figures draw CJK glyphs from one pinned font that comes with
+# the docs environment (the wheel ``pylopdf-fonts-zh-cn``: Noto Sans SC from
+# notofonts/noto-cjk, SIL OFL 1.1), so the book builds on a machine without a CJK font
+# and draws the same glyphs on every machine. The font file is added to matplotlib's
+# font manager explicitly: a font list cached before a font was installed
+# (``~/.cache/matplotlib``) cannot hide it. System fonts are a fallback only where the
+# wheel is absent (a reader's own environment).
+BUNDLED_FONT = ("pylopdf_fonts_zh_cn", "NotoSansSC-Regular.otf")
 CJK_FONTS = [
+    "Noto Sans SC",
     "WenQuanYi Micro Hei",
     "Noto Sans CJK SC",
-    "Noto Sans SC",
     "Source Han Sans SC",
 ]
 
@@ -86,10 +93,11 @@ def _artists(figure: Any) -> Iterator[tuple[Any, Any]]:
 def figure_strings(figure: Any) -> list[str]:
     """The figure's strings that are words, in drawing order, each once."""
     figure.canvas.draw()  # tick labels exist only once drawn
+    names = getattr(figure, "aiinfra_names", frozenset())  # aiinfra.report.mark_names
     seen: dict[str, None] = {}
     for text, _ in _artists(figure):
         s = text.get_text()
-        if s and is_words(s):
+        if s and is_words(s) and s not in names:
             seen.setdefault(s, None)
     return list(seen)
 
@@ -114,7 +122,7 @@ def render_svg(figure: Any, translations: dict[str, str], cjk: bool) -> str:
     import matplotlib
     from matplotlib.text import Text
 
-    # WenQuanYi has no bold face: matplotlib says so for every bold title.
+    # The CJK font has no bold face: matplotlib says so for every bold title.
     std_logging.getLogger("matplotlib.font_manager").setLevel(std_logging.ERROR)
     rc = {"svg.hashsalt": "aiinfra-book", "svg.fonttype": "path"}
     with matplotlib.rc_context(rc):
@@ -143,10 +151,37 @@ def _has_cjk(text: str) -> bool:
     return any("\u3000" <= c <= "\u9fff" or "\uff00" <= c <= "\uffef" for c in text)
 
 
+def bundled_font() -> pathlib.Path | None:
+    """The pinned CJK font file of :data:`BUNDLED_FONT`; ``None`` if not installed."""
+    import importlib.util
+
+    package, name = BUNDLED_FONT
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = pathlib.Path(next(iter(spec.submodule_search_locations))) / name
+    return path if path.is_file() else None
+
+
+_ADDED: set[str] = set()
+
+
 def cjk_fonts() -> list[str]:
-    """The fonts of :data:`CJK_FONTS` that matplotlib finds on this machine."""
+    """The CJK fonts matplotlib can draw with here, the pinned one first.
+
+    The pinned font (:func:`bundled_font`) is added to the font manager on first
+    use; when it is present it is the only one returned, so a figure looks the same
+    on every machine. Without it: the system fonts of :data:`CJK_FONTS` that the
+    font manager lists.
+    """
     from matplotlib import font_manager
 
+    path = bundled_font()
+    if path is not None:
+        if str(path) not in _ADDED:
+            font_manager.fontManager.addfont(str(path))
+            _ADDED.add(str(path))
+        return [font_manager.get_font(str(path)).family_name]
     names = {f.name for f in font_manager.fontManager.ttflist}
     return [name for name in CJK_FONTS if name in names]
 
@@ -369,8 +404,10 @@ class RenderFigures(SphinxTransform):
         translations = self._translations(words["texts"])
         if cjk and not cjk_fonts():
             logger.warning(
-                "no CJK font for the figures of the Chinese edition: install one of "
-                "%s (Debian: apt-get install fonts-wqy-microhei)",
+                "no CJK font for the figures of the Chinese edition: install the "
+                "docs extra (pip install -e '.[docs]': it pins the font package %s) "
+                "or a system font, one of %s",
+                BUNDLED_FONT[0].replace("_", "-"),
                 ", ".join(CJK_FONTS),
                 location=words,
             )

@@ -163,6 +163,50 @@ def run_bench_restart(args: argparse.Namespace) -> int:
     return 0
 
 
+# The repository's training image, when the package runs from its repository.
+REPO = Path(__file__).resolve().parents[3]
+
+
+def add_bench_container(parser: argparse.ArgumentParser) -> None:
+    """Flags of ``aiinfra bench container``."""
+    add = parser.add_argument
+    add(
+        "--dockerfile",
+        type=Path,
+        default=REPO / "deploy" / "Dockerfile",
+        help="the Dockerfile whose pip installs are replayed (default: %(default)s)",
+    )
+    add(
+        "--context",
+        type=Path,
+        default=REPO,
+        help="the build context that ./ names (default: %(default)s)",
+    )
+    add("--top", type=int_at_least(1), default=8, help="distributions named")
+    add("--out", help="write the stamped JSON here (default: the book's file)")
+    add("--no-write", action="store_true", help="print only, write no file")
+
+
+def run_bench_container(args: argparse.Namespace) -> int:
+    """Read the namespaces, replay the image's installs, stamp, print the sizes."""
+    from aiinfra.cloud.container import measure
+
+    for flag, path in (("--dockerfile", args.dockerfile), ("--context", args.context)):
+        if not path.exists():
+            raise ValueError(f"{flag} {path} does not exist")
+    print(f"replaying the pip installs of {args.dockerfile}", file=sys.stderr)
+    res = measure(args.dockerfile, args.context, args.top)
+    if not args.no_write:
+        path = results.write(
+            "container", res, backend="cpu", world_size=1, path=args.out
+        )
+        print(f"wrote {path}", file=sys.stderr)
+    for name, size in res["image"]["sizes"]:
+        print(f"{name:>24s} {size / 1e6:9.1f} MB")
+    print(f"{'total':>24s} {sum(s for _, s in res['image']['sizes']) / 1e6:9.1f} MB")
+    return 0
+
+
 COMMANDS = (
     Command(
         "k8s",
@@ -177,6 +221,13 @@ COMMANDS = (
         "Prometheus alert rules and a Grafana dashboard for a training job",
         add_k8s_monitoring,
         run_k8s_monitoring,
+    ),
+    Command(
+        "bench",
+        "container",
+        "the training image's Python layer: its distributions' sizes, stamped",
+        add_bench_container,
+        run_bench_container,
     ),
     Command(
         "bench",

@@ -202,3 +202,123 @@ def distribution_sizes(top: int = 8) -> list[tuple[str, int]]:
         sizes[name] = sizes.get(name, 0) + total  # a name installed twice adds up
     ranked = sorted(sizes.items(), key=lambda kv: kv[1], reverse=True)
     return ranked[:top] + [("other", sum(v for _, v in ranked[top:]))]
+
+
+def dockerfile_pip_installs(text: str) -> list[list[str]]:
+    """The arguments of each ``RUN pip install`` of a Dockerfile, in order.
+
+    An ``--index-url`` (a build argument such as ``"${TORCH_INDEX}"``) is dropped:
+    the replay takes the index of the machine that runs it. Quotes are removed.
+
+    Args:
+        text: the Dockerfile.
+
+    Raises:
+        ValueError: the Dockerfile has no ``RUN pip install`` line.
+    """
+    installs = []
+    for line in text.splitlines():
+        words = line.replace('"', "").split()
+        if words[:3] != ["RUN", "pip", "install"]:
+            continue
+        args, rest = [], iter(words[3:])
+        for word in rest:
+            if word == "--index-url":
+                next(rest, None)
+            elif not word.startswith("--index-url="):
+                args.append(word)
+        installs.append(args)
+    if not installs:
+        raise ValueError("the Dockerfile has no 'RUN pip install' line to replay")
+    return installs
+
+
+def image_distribution_sizes(
+    dockerfile: Path, context: Path, top: int = 8, python: str | None = None
+) -> dict:
+    """Replay a Dockerfile's ``pip install`` lines in a new venv and weigh them.
+
+    The distributions are measured as :func:`distribution_sizes` does. This is
+    the image's Python layer without Docker: the same ``python -m venv``,
+    the same installs in the same order (``./`` is the build context), on the
+    machine's own index (the CPU wheel of torch where pip finds that one).
+
+    Args:
+        dockerfile: the Dockerfile whose installs are replayed.
+        context: the build context that ``./`` names.
+        top: how many distributions to name, >= 1.
+        python: the interpreter that makes the environment (default: this one).
+
+    Returns:
+        ``{"installs": [[arg, ...], ...], "sizes": [[name, bytes], ...]}``.
+
+    Raises:
+        ValueError: ``top`` < 1, or the Dockerfile installs nothing.
+        FileNotFoundError: ``dockerfile`` or ``context`` does not exist.
+        RuntimeError: an install failed (pip's output is in the message).
+    """
+    import json
+    import subprocess
+    import sys
+    import tempfile
+
+    if top < 1:
+        raise ValueError(f"top must be >= 1, got {top}")
+    for name, path in (("dockerfile", dockerfile), ("context", context)):
+        if not Path(path).exists():
+            raise FileNotFoundError(f"{name} {path} does not exist")
+    installs = dockerfile_pip_installs(Path(dockerfile).read_text(encoding="utf-8"))
+    with tempfile.TemporaryDirectory(prefix="aiinfra-image-") as tmp:
+        venv = Path(tmp) / "venv"
+        subprocess.run([python or sys.executable, "-m", "venv", str(venv)], check=True)
+        py = str(venv / "bin" / "python")
+        for args in installs:
+            args = [str(Path(context).resolve()) if a == "./" else a for a in args]
+            cmd = [py, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+            proc = subprocess.run(
+                [*cmd, *args], capture_output=True, text=True, check=False
+            )
+            if proc.returncode:
+                raise RuntimeError(
+                    f"pip install {' '.join(args)} failed:\n{proc.stdout}{proc.stderr}"
+                )
+        # The environment measures itself with this module's own function.
+        code = (
+            "import json, importlib.util, sys; "
+            "spec = importlib.util.spec_from_file_location('c', sys.argv[1]); "
+            "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m); "
+            "print(json.dumps(m.distribution_sizes(int(sys.argv[2]))))"
+        )
+        out = subprocess.run(
+            [py, "-c", code, __file__, str(top)],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    return {"installs": installs, "sizes": [list(p) for p in json.loads(out)]}
+
+
+def measure(dockerfile: Path, context: Path, top: int = 8) -> dict:
+    """What the containers page shows, measured once and stamped.
+
+    Returns:
+        ``{"namespaces": {type: inode}, "new_namespaces": int, "cgroup": ...,
+        "image": ...}``: this process's namespaces, how many of those with a fixed
+        initial inode are not the host's, its cgroup limits (``None`` where the
+        machine has no cgroup v2) and :func:`image_distribution_sizes`.
+    """
+    ours = namespaces()
+    fixed = [k for k in INITIAL_INODES if k in ours]
+    try:
+        limits = cgroup_limits()
+    except (OSError, ValueError):
+        limits = None
+    return {
+        "namespaces": ours,
+        "new_namespaces": sum(ours[k] != INITIAL_INODES[k] for k in fixed),
+        "cgroup": limits,
+        "image": {
+            "dockerfile": Path(dockerfile).name,
+            **image_distribution_sizes(dockerfile, context, top),
+        },
+    }

@@ -1,8 +1,9 @@
 """What ``docs/cloud/containers.rst`` shows: namespaces, the GPU stack, image sizes.
 
-The namespaces and the distribution sizes are read at build time from the machine
-that builds the book (:mod:`aiinfra.cloud.container`); the toolkit's injections are
-sourced data of the same module.
+The namespaces and the distribution sizes are measured once and stamped
+(``aiinfra bench container``: ``docs/_data/bench/container-cpu.json``), so the page
+is the same wherever the book is built; the toolkit's injections are sourced data of
+:mod:`aiinfra.cloud.container`.
 """
 
 from __future__ import annotations
@@ -10,8 +11,9 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyBboxPatch
 
+from aiinfra import results
 from aiinfra.cloud import container as ct
-from aiinfra.report import Table
+from aiinfra.report import Table, mark_names
 
 __all__ = [
     "environment_mb",
@@ -24,26 +26,34 @@ __all__ = [
 ]
 
 
+def _measured() -> dict:
+    return results.load("container", "cpu")
+
+
 def namespace_table() -> Table:
-    """This build's namespaces: type, inode, what it isolates, whether the host's."""
+    """The measuring process's namespaces (stamped).
+
+    Type, inode, what it isolates, whether the host's.
+    """
+    res = _measured()
     rows = []
-    for kind, inode in ct.namespaces().items():
+    for kind, inode in res["namespaces"].items():
         first = ct.INITIAL_INODES.get(kind)
         host = "-" if first is None else "yes" if inode == first else "no"
         rows.append([kind, inode, ct.NAMESPACE_ISOLATES[kind], host])
     note = (
-        "Read from /proc/self/ns at build. What it isolates: namespaces(7). Host's: "
+        "Read from /proc/self/ns. What it isolates: namespaces(7). Host's: "
         "whether the inode is the fixed one the kernel gives its initial namespace "
         "(include/linux/proc_ns.h); mnt and net have none on older kernels."
     )
     columns = ["namespace", "inode", "what it isolates", "host's"]
-    return Table(columns, rows, note, words=(2, 3))
+    stamp = results.machine_label(res["stamp"]) + ", " + res["stamp"]["date"][:10]
+    return Table(columns, rows, note, stamp=stamp, words=(2, 3))
 
 
 def new_namespaces() -> int:
-    """How many of this build's namespaces with a fixed initial inode are not it."""
-    ours = ct.namespaces()
-    return sum(ours[k] != v for k, v in ct.INITIAL_INODES.items() if k in ours)
+    """How many measured namespaces with a fixed initial inode are not the host's."""
+    return _measured()["new_namespaces"]
 
 
 def gpu_injection_table() -> Table:
@@ -101,11 +111,11 @@ def gpu_container_figure() -> Figure:
 
 
 def _sizes() -> list[tuple[str, int]]:
-    return ct.distribution_sizes(top=8)
+    return [(name, size) for name, size in _measured()["image"]["sizes"]]
 
 
 def image_sizes_figure() -> Figure:
-    """Installed MB of this environment's largest distributions, horizontal bars."""
+    """Installed MB of the training image's largest distributions (stamped)."""
     sizes = _sizes()[::-1]  # largest at the top
     fig = Figure(figsize=(8, 4.2), layout="constrained")
     ax = fig.add_subplot()
@@ -118,15 +128,15 @@ def image_sizes_figure() -> Figure:
     ax.set_xlabel("installed size (MB)")
     ax.set_xlim(0, max(mb) * 1.15)
     ax.tick_params(labelsize=10)
-    return fig
+    return mark_names(fig, (n for n in names if n != "other"))
 
 
 def environment_mb() -> float:
-    """Installed MB of every distribution of the environment that builds the book."""
+    """Installed MB of every Python distribution of the training image (stamped)."""
     return sum(b for _, b in _sizes()) / 1e6
 
 
 def torch_share() -> float:
-    """The ``torch`` distribution's share of this environment's installed bytes."""
+    """The ``torch`` distribution's share of the image's installed bytes."""
     sizes = dict(_sizes())
     return sizes.get("torch", 0) / sum(sizes.values())
