@@ -9,6 +9,8 @@
 - ``nox -s lint``: ruff.
 - ``nox -s bench``: the CPU benchmarks whose results the book renders.
 - ``nox -s gpu``: on a CUDA machine, the ``gpu`` tests and the GPU benchmarks.
+- ``nox -s lock``: resolve pyproject.toml afresh and rewrite ``constraints.txt``,
+  the exact version of every package that the sessions install.
 """
 
 from __future__ import annotations
@@ -27,12 +29,15 @@ PYTHON = "3.11"
 # torch first and pinned: pip then takes the local CPU wheel instead of resolving a
 # multi-GB CUDA build for a dependency that asks for "torch".
 TORCH = "torch==2.13.0"
-TRITON = "triton==3.7.1"  # the version torch 2.13's CUDA build pins
+# Every package at the version it was tested with (nox -s lock rewrites it).
+CONSTRAINTS = str(ROOT / "constraints.txt")
 
 
 def install(session: nox.Session, *extras: str) -> None:
-    session.install(TORCH)
-    session.install("-e", f".[{','.join(extras)}]" if extras else ".")
+    """torch, then the package with ``extras``, every version from constraints.txt."""
+    session.install("-c", CONSTRAINTS, TORCH)
+    target = f".[{','.join(extras)}]" if extras else "."
+    session.install("-c", CONSTRAINTS, "-e", target)
 
 
 @nox.session(python=PYTHON)
@@ -82,8 +87,7 @@ def tests(session: nox.Session) -> None:
 
     ``nox -s tests -- -m "not slow"`` is the fast lane: no spawned ranks.
     """
-    install(session, "docs", "test", "parallel")
-    session.install(TRITON)
+    install(session, "test")
     env = {"TORCH_EXTENSIONS_DIR": str(ROOT / ".torch_extensions")}
     # tests/book builds every edition with -W once (a session fixture), then checks
     # the catalogues and drives the built site in Chromium.
@@ -101,7 +105,7 @@ def translate(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
     """ruff check and format check."""
-    session.install("ruff")
+    session.install("-c", CONSTRAINTS, "ruff")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
 
@@ -140,9 +144,36 @@ def gpu(session: nox.Session) -> None:
     write ``attention-cuda.json``, ``ddp-nccl.json`` and ``roofline-cuda.json``; no
     page renders them yet.
     """
-    install(session, "docs", "test", "parallel")
-    session.install(TRITON)
+    install(session, "test")
     env = {"TORCH_EXTENSIONS_DIR": str(ROOT / ".torch_extensions")}
     session.run("python", "-m", "pytest", "-m", "gpu", "-q", *session.posargs, env=env)
     for command in _results_commands(session, "results.GPU_RUNS"):
         session.run(*command, env=env)
+
+
+@nox.session(python=PYTHON)
+def lock(session: nox.Session) -> None:
+    """Resolve pyproject.toml afresh (no constraints) and rewrite constraints.txt.
+
+    The pins of pyproject.toml are kept; what they pull in is resolved again. Run it
+    after changing a pin, then run the tests.
+    """
+    session.install(TORCH)
+    session.install("-e", ".[test,lint]")
+    out = session.run(
+        "python", "-m", "pip", "freeze", "--exclude-editable", silent=True
+    )
+    pins = {}
+    for line in out.splitlines():
+        name, sep, version = line.partition("==")
+        if sep:
+            # The CPU wheel's local version (+cpu) would refuse the CUDA wheel.
+            pins[name.lower().replace("_", "-")] = version.split("+")[0]
+    header = [
+        line
+        for line in (ROOT / "constraints.txt").read_text().splitlines()
+        if line.startswith("#")
+    ]
+    body = [f"{name}=={version}" for name, version in sorted(pins.items())]
+    (ROOT / "constraints.txt").write_text("\n".join(header + body) + "\n")
+    session.log(f"constraints.txt: {len(body)} packages")

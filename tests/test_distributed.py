@@ -83,6 +83,7 @@ def test_ranks_see_the_callers_environment_and_folder_of_the_moment(
     assert time.monotonic() - started < 3.0
 
 
+@pytest.mark.slow  # spawns 2 ranks and waits out a 5 s timeout
 def test_run_distributed_turns_a_hang_into_timeout_error():
     start = time.monotonic()
     with pytest.raises(TimeoutError, match=r"ranks \[0, 1\] of 2 still running"):

@@ -64,6 +64,7 @@ def _world() -> list[dict]:
     return [r["world"]["mesh"] for r in gloo_results()]
 
 
+@pytest.mark.slow  # shares the spawn of 4 gloo ranks
 def test_device_mesh_groups_equal_the_layout_on_four_gloo_ranks():
     for rank, checks in enumerate(_world()):
         assert len(checks) == 3
@@ -75,6 +76,7 @@ def test_device_mesh_groups_equal_the_layout_on_four_gloo_ranks():
                     assert c["sum"] == sum(c["layout"]), (rank, key, name)
 
 
+@pytest.mark.slow  # shares the spawn of 4 gloo ranks
 def test_tp_groups_on_four_ranks_are_consecutive_pairs():
     # Hand-written: dp 2 x tp 2 puts ranks {0, 1} and {2, 3} in TP groups and
     # {0, 2}, {1, 3} in DP groups; pp 2 x tp 2 the same with PP for DP.
