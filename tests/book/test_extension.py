@@ -103,23 +103,61 @@ def test_cache_computes_once_and_returns_the_stored_value(tmp_path):
 @pytest.mark.parametrize("changed", ["a.py", "r.json"])
 def test_cache_key_changes_with_the_sources_and_the_data(tmp_path, changed):
     package, data = _stub_package(tmp_path)
+    (package / "results.py").write_text("DATA = 'docs/_data'\n")
+    (package / "b.py").write_text("from pkg import a, results\n")
     before = cache.Cache(tmp_path / "c", package, data)
-    before.get("m:f()", lambda: "old")
+    before.get("m:f()", lambda: "old", module="pkg.b")
+    key = before.key("m:f()", "pkg.b")
     (package / changed if changed.endswith(".py") else data / changed).write_text("2")
     after = cache.Cache(tmp_path / "c", package, data)
-    assert after.stamp != before.stamp
-    assert after.get("m:f()", lambda: "new") == "new"
+    assert after.key("m:f()", "pkg.b") != key
+    assert after.get("m:f()", lambda: "new", module="pkg.b") == "new"
 
 
-def test_cache_stamp_names_the_python_torch_and_package_versions(tmp_path):
+def test_a_module_key_follows_what_the_module_imports_and_nothing_else(tmp_path):
+    package, data = _stub_package(tmp_path)
+    sub = package / "sub"
+    sub.mkdir()
+    (sub / "__init__.py").write_text("")
+    (sub / "leaf.py").write_text("Y = 2\n")
+    (sub / "data").mkdir()
+    (sub / "data" / "table.csv").write_text("a,b\n")
+    # relative, aliased and function-level imports all count
+    (sub / "mid.py").write_text("from . import leaf\n")
+    (package / "page.py").write_text("def f():\n    import pkg.sub.mid as m\n")
+    (package / "other.py").write_text("import torch\nfrom pkg import a\n")
+    graph = cache.ImportGraph(package)
+    page_closure = {"pkg.page", "pkg.sub", "pkg.sub.mid", "pkg.sub.leaf"}
+    assert graph.closure("pkg.page") == page_closure
+    assert graph.closure("pkg.other") == {"pkg.other", "pkg.a"}
+    store = cache.Cache(tmp_path / "c", package, data)
+    page, other = store.module_key("pkg.page"), store.module_key("pkg.other")
+    import time
+
+    time.sleep(1.1)  # the cache looks for changed files at most once a second
+    (sub / "leaf.py").write_text("Y = 3\n")
+    assert store.module_key("pkg.page") != page
+    assert store.module_key("pkg.other") == other  # it does not import the leaf
+    page = store.module_key("pkg.page")
+    time.sleep(1.1)
+    (sub / "data" / "table.csv").write_text("a,b\n1,2\n")  # package data beside it
+    assert store.module_key("pkg.page") != page
+    assert store.module_key("pkg.other") == other
+    # A results file matters only to modules that read results.
+    time.sleep(1.1)
+    (data / "r.json").write_text('{"x": 1}')
+    assert store.module_key("pkg.other") == other
+
+
+def test_cache_base_names_the_python_torch_and_package_versions():
     import platform
 
     import torch
 
-    stamp = cache.stamp(*_stub_package(tmp_path))
-    assert f"python={platform.python_version()}" in stamp
-    assert f"torch={torch.__version__}" in stamp
-    assert re.search(r"aiinfra=\d", stamp)
+    base = cache.base_stamp()
+    assert f"python={platform.python_version()}" in base
+    assert f"torch={torch.__version__}" in base
+    assert re.search(r"aiinfra=\d", base)
 
 
 def test_chapters_are_the_entries_of_the_toctree_named_chapters(tmp_path):

@@ -68,13 +68,30 @@ def evaluate(target: str, cache: Cache | None = None, **names: Any) -> Any:
         namespace = dict(vars(module), **names)
         return eval(expression.strip(), namespace)  # noqa: S307 - the book's sources
 
-    return compute() if cache is None else cache.get(target.strip(), compute)
+    if cache is None:
+        return compute()
+    return cache.get(target.strip(), compute, module=module_name.strip())
+
+
+def module_of(target: str) -> str:
+    """The module a ``module:expression`` target is evaluated in."""
+    return target.partition(":")[0].strip()
+
+
+def note_computed(env: BuildEnvironment, config: Config, target: str) -> None:
+    """Note that the current page shows a result of ``target``: the page is read
+    again when that module's key (its code, what it imports, its data) changes."""
+    docname = env.current_document.docname
+    env.aiinfra_computed.add(docname)
+    module = module_of(target)
+    keys = env.aiinfra_module_keys.setdefault(docname, {})
+    keys[module] = cache_for(config).module_key(module)
 
 
 def evaluate_in(directive: SphinxDirective | SphinxRole, target: str) -> Any:
     """Evaluate for a page: cached, and the page is noted as computed."""
     env = directive.env
-    env.aiinfra_computed.add(env.current_document.docname)
+    note_computed(env, directive.config, target)
     docs = pathlib.Path(env.srcdir)
     return evaluate(target, cache_for(directive.config), DOCS=docs)
 
@@ -237,21 +254,36 @@ def inline_rst(directive: SphinxDirective) -> Callable[[str], list[nodes.Node]]:
 def _init_env(app: Sphinx, env: BuildEnvironment, docnames: list[str]) -> None:
     if not hasattr(env, "aiinfra_computed"):
         env.aiinfra_computed = set()
+    if not hasattr(env, "aiinfra_module_keys"):
+        env.aiinfra_module_keys = {}
 
 
 def _purge(app: Sphinx, env: BuildEnvironment, docname: str) -> None:
     getattr(env, "aiinfra_computed", set()).discard(docname)
+    getattr(env, "aiinfra_module_keys", {}).pop(docname, None)
 
 
 def _stale(
     app: Sphinx, env: BuildEnvironment, added: set, changed: set, removed: set
 ) -> list[str]:
-    """Pages with computed results whose inputs changed since the last build."""
-    stamp = cache_for(app.config).stamp
+    """Pages with computed results whose inputs changed since the last build.
+
+    A page is stale when the cache's base changed (versions, drawing code) or when
+    the key of a module it evaluated in changed: its code, a module it imports or
+    its data. Editing one module re-reads only the pages that depend on it.
+    """
+    cache = cache_for(app.config)
     computed = getattr(env, "aiinfra_computed", set())
-    stale = [] if getattr(env, "aiinfra_stamp", None) == stamp else sorted(computed)
-    env.aiinfra_stamp = stamp
-    return stale
+    if getattr(env, "aiinfra_stamp", None) != cache.base:
+        env.aiinfra_stamp = cache.base
+        return sorted(computed)
+    keys = getattr(env, "aiinfra_module_keys", {})
+    return sorted(
+        doc
+        for doc in computed
+        if doc not in keys
+        or any(cache.module_key(m) != k for m, k in keys[doc].items())
+    )
 
 
 def setup(app: Sphinx) -> None:

@@ -35,7 +35,14 @@ from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 from sphinx.util.i18n import docname_to_domain
 
-from .compute import cache_for, evaluate, evaluate_in, is_words
+from .compute import (
+    cache_for,
+    evaluate,
+    evaluate_in,
+    is_words,
+    module_of,
+    note_computed,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -200,16 +207,22 @@ class FigureDirective(SphinxDirective):
 
     def run(self) -> list[nodes.Node]:
         target = self.arguments[0]
-        self.env.aiinfra_computed.add(self.env.current_document.docname)
+        frames = self.options.get("frames", "").strip()
         try:
+            note_computed(self.env, self.config, target)
+            if frames:
+                note_computed(self.env, self.config, frames)
             # Cached like the figure itself: drawing to find the words costs time.
             texts = cache_for(self.config).get(
-                f"figure-strings\0{target}", lambda: _strings(self, target)
+                f"figure-strings\0{target}",
+                lambda: _strings(self, target),
+                module=module_of(target),
             )
-            frames = self.options.get("frames", "").strip()
             if frames:
                 more = cache_for(self.config).get(
-                    f"frames-strings\0{frames}", lambda: _strings(self, frames)
+                    f"frames-strings\0{frames}",
+                    lambda: _strings(self, frames),
+                    module=module_of(frames),
                 )
                 texts = list(dict.fromkeys([*texts, *more]))
         except Exception as exc:  # noqa: BLE001
@@ -252,9 +265,7 @@ def _strings(directive: SphinxDirective, target: str) -> list[str]:
     dozens of figures costs more than drawing them again.
     """
     if target == directive.options.get("frames", "").strip():
-        env = directive.env
-        env.aiinfra_computed.add(env.current_document.docname)
-        value = evaluate(target, None, DOCS=pathlib.Path(env.srcdir))
+        value = evaluate(target, None, DOCS=pathlib.Path(directive.env.srcdir))
     else:
         value = evaluate_in(directive, target)
     figures = value if isinstance(value, list) else [value]
@@ -431,7 +442,7 @@ class RenderFigures(SphinxTransform):
             # The book's drawing (cached: the book build of this language shares
             # it) says how much larger the text must be; larger text grows the
             # figure, so the result is measured again.
-            svg = cache.get(f"figure-svg\0{book_key}", draw)
+            svg = cache.get(f"figure-svg\0{book_key}", draw, module=module_of(target))
             scale = 1.0
             for _ in range(3):
                 more = slide_text_scale(svg)
@@ -456,7 +467,9 @@ class RenderFigures(SphinxTransform):
         image = words.parent.next_node(nodes.image)
         if frames:
             key = json.dumps([frames, lang, sorted(translations.items()), fonts])
-            svgs = cache.get(f"frames-svg\0{key}", draw_frames)
+            svgs = cache.get(
+                f"frames-svg\0{key}", draw_frames, module=module_of(frames)
+            )
             stack = nodes.container("", classes=["r-stack", "deck-frames"])
             for k, svg in enumerate(svgs):
                 frame = nodes.image(
@@ -468,7 +481,11 @@ class RenderFigures(SphinxTransform):
                 stack += frame
             image.parent.replace(image, stack)
         else:
-            svg = cache.get(f"figure-svg\0{key}", draw_for_slide if deck else draw)
+            svg = cache.get(
+                f"figure-svg\0{key}",
+                draw_for_slide if deck else draw,
+                module=module_of(target),
+            )
             image["uri"] = self._write(svg, lang, target + ("\0deck" if deck else ""))
             if deck:
                 image["classes"].append(_text_class(svg))
