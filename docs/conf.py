@@ -24,7 +24,8 @@ ROOT = DOCS.parent
 sys.path.insert(0, str(DOCS / "_ext"))
 sys.path.insert(0, str(ROOT / "reference"))
 
-from aiinfra_book.chapters import chapters  # noqa: E402
+from aiinfra_book import decks  # noqa: E402
+from aiinfra_book.chapters import chapter_pages, chapters  # noqa: E402
 from aiinfra_book.languages import find  # noqa: E402
 
 project = "AI Infrastructure"
@@ -174,8 +175,21 @@ def setup(app) -> None:  # noqa: ANN001
 
 
 # ------------------------------------------------------------------ slides
+# What only the decks use lives in slides/: their stylesheet and the lecturer's file
+# slides/decks.toml (the course, its lecturer and date, its chapters, minutes per
+# lecture); `tools/book.py build --deck-course ...` overrides the title slide's lines.
+SLIDES = ROOT / "slides"
+_course = decks.load(
+    ROOT / decks.FILE,
+    chapters(DOCS),
+    {c: chapter_pages(DOCS, c) for c in chapters(DOCS)},
+)
+aiinfra_course = _course.as_dict()
+aiinfra_deck_course = _course.title
+aiinfra_deck_lecturer = _course.lecturer
+aiinfra_deck_date = _course.date
 revealjs_style_theme = "white"
-revealjs_static_path = [str(DOCS / "_static"), _vendor_mathjax()]
+revealjs_static_path = [str(SLIDES / "static"), _vendor_mathjax()]
 revealjs_css_files = ["slides.css"]
 revealjs_script_conf = {
     "hash": True,

@@ -2,6 +2,8 @@
 
     python tools/book.py build [--lang en zh_CN] [--builder html revealjs] [--fresh]
         [--deck-course TEXT] [--deck-lecturer TEXT] [--deck-date TEXT]
+        (the course, its lecturer, date, chapters and minutes per lecture are set in
+        slides/decks.toml; the --deck-* flags override its title-slide lines)
     python tools/book.py preview [--lang zh_CN] [--port 8000]   # live reload
     python tools/book.py serve [--port 8000] [--out DIR]
     python tools/book.py gettext           # docs -> build/gettext/*.pot
@@ -42,8 +44,11 @@ LOCALE = DOCS / "locale"
 BUILDERS = ("html", "revealjs")
 
 
-# docs/languages.toml, read by the extension's own module (standard library only).
+# docs/languages.toml and slides/decks.toml, read by the extension's own modules
+# (standard library only).
 sys.path.insert(0, str(DOCS / "_ext" / "aiinfra_book"))
+import chapters as book_chapters  # noqa: E402
+import decks  # noqa: E402
 import languages  # noqa: E402
 
 EDITIONS = languages.load(DOCS)
@@ -107,6 +112,17 @@ def deck_options(course: str = "", lecturer: str = "", date: str = "") -> list[s
         if value.strip():
             args += ["-D", f"aiinfra_deck_{name}={value.strip()}"]
     return args
+
+
+def check_course() -> None:
+    """Read the lecturers' ``slides/decks.toml`` before any build starts.
+
+    Raises:
+        ValueError: a bad entry, named (:func:`decks.load`).
+    """
+    names = book_chapters.chapters(DOCS)
+    pages = {c: book_chapters.chapter_pages(DOCS, c) for c in names}
+    decks.load(ROOT / decks.FILE, names, pages)
 
 
 def sphinx_args(
@@ -331,6 +347,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--jobs must be at least 1, got {args.jobs}")
         try:
             deck = deck_options(args.deck_course, args.deck_lecturer, args.deck_date)
+            check_course()
         except ValueError as exc:
             parser.error(str(exc))
         build(

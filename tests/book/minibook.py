@@ -102,6 +102,11 @@ def lay_out(root: pathlib.Path, tools: bool = False) -> pathlib.Path:
     for shared in ("_ext", "_static", "_templates", "_bib"):
         (docs / shared).symlink_to(DOCS / shared)
     shutil.copy(DOCS / "languages.toml", docs / "languages.toml")
+    # The decks' own folder: their stylesheet, and the course file (a copy: a test
+    # may write its own course).
+    (root / "slides").mkdir()
+    (root / "slides" / "static").mkdir()
+    shutil.copy(ROOT / "slides" / "static" / "slides.css", root / "slides" / "static")
     if tools:
         (root / "tools").mkdir()
         for tool in ("book.py", "catalogues.py"):

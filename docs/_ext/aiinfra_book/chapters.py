@@ -57,3 +57,16 @@ def chapters(docs: pathlib.Path, root_doc: str = "index") -> list[str]:
             found.append(folder)
         return found
     raise ValueError(f"{root_doc}.rst has no toctree with ':name: chapters'")
+
+
+def chapter_pages(docs: pathlib.Path, chapter: str) -> list[str]:
+    """The pages of a chapter's toctree (``docs/<chapter>/index.rst``), in order."""
+    text = (docs / chapter / "index.rst").read_text(encoding="utf-8")
+    pages: list[str] = []
+    for match in _DIRECTIVE.finditer(text + "\n"):
+        pages += [
+            line.strip()
+            for line in match.group(1).splitlines()
+            if line.strip() and not line.strip().startswith(":")
+        ]
+    return pages

@@ -170,6 +170,25 @@ LABELS = {
         "{question} min per question.",
         "The deck list: how the times are estimated; keep every {field}.",
     ),
+    "lecture": (
+        "Lecture {n}",
+        "A lecture of the course (slides/decks.toml); keep {n}.",
+    ),
+    "in_this_lecture": ("In this lecture", "The title of a lecture's agenda slide."),
+    "agenda_cue": (
+        "What this lecture covers, in order; the recap at the end returns to each.",
+        "Speaker notes of a lecture's agenda slide.",
+    ),
+    "course_plan": (
+        "{course}: {lectures} lectures of at most {minutes} min.",
+        "The deck list of a course cut into lectures; keep every {field}.",
+    ),
+    "course_file": (
+        "A lecturer sets the course (its title, lecturer, date, chapters and minutes "
+        "per lecture) in the file slides/decks.toml of the book's sources.",
+        "The deck list: where the course is set; keep slides/decks.toml.",
+    ),
+    "list_separator": (", ", "Between the titles of a list in one line (with space)."),
     "et_al": ("{first} et al.", "A citation of three or more authors in a deck."),
     "two_authors": ("{first} and {second}", "A citation of two authors in a deck."),
     "cite_list": ("; ", "Between two citations in one bracket (with its spaces)."),

@@ -25,6 +25,7 @@ from sphinx.application import Sphinx
 from sphinx.environment import BuildEnvironment
 from sphinx.transforms.post_transforms import SphinxPostTransform
 
+from . import lectures as lectures_mod
 from . import slide_layout
 from .chapters import chapters
 from .deck_text import Bibliography
@@ -78,38 +79,80 @@ class AssembleDeck(SphinxPostTransform):
         indexes = chapter_indexes(self.env)
         if docname not in indexes:
             return
+        # A lecture of the deck (slides/decks.toml): only its pages and questions.
+        lecture = lectures_mod.lecture_of(self.env, docname)
         for wrapper in list(self.document.findall(_is_toctree_wrapper)):
             sections: list[nodes.Node] = []
             for toctree in wrapper.findall(addnodes.toctree):
                 for _title, ref in toctree["entries"]:
                     if ref in self.env.all_docs:
                         tree = self.env.get_doctree(ref)
+                        asks = any(tree.findall(aiinfra_question))
+                        if (
+                            lecture is not None
+                            and not asks
+                            and ref not in lecture.pages
+                        ):
+                            continue
                         for s in tree.children:
                             if isinstance(s, nodes.section):
                                 s = s.deepcopy()
                                 s["deck_page"] = ref
+                                if (
+                                    lecture is not None
+                                    and asks
+                                    and not (
+                                        lectures_mod.keep_questions(
+                                            s, lecture.questions
+                                        )
+                                    )
+                                ):
+                                    continue
                                 sections.append(s)
             if sections:
                 wrapper.replace_self(sections)
             else:
                 wrapper.parent.remove(wrapper)
         top = self.document.next_node(nodes.section)
-        if top is not None:
-            self._title_slide(top, docname, indexes.index(docname) + 1)
-            # The learning objectives open the lecture (the book lists the sections
-            # first): the section marked ``.. rst-class:: objectives``.
-            for section in [s for s in top.children if isinstance(s, nodes.section)]:
-                if "objectives" in section["classes"]:
-                    top.remove(section)
-                    first = top.first_child_matching_class(nodes.section)
-                    top.insert(len(top) if first is None else first, section)
-                    break
+        if top is None:
+            return
+        self._title_slide(top, docname, indexes.index(docname) + 1, lecture)
+        own = [
+            s
+            for s in top.children
+            if isinstance(s, nodes.section) and "deck_page" not in s
+        ]
+        if lecture is not None and lecture.k > 1:
+            for section in own:  # the objectives and the index's own sections
+                top.remove(section)
+            own = []
+        # The learning objectives open the lecture (the book lists the sections
+        # first): the section marked ``.. rst-class:: objectives``.
+        for section in own:
+            if "objectives" in section["classes"]:
+                top.remove(section)
+                first = top.first_child_matching_class(nodes.section)
+                top.insert(len(top) if first is None else first, section)
+                break
+        if lecture is not None:
+            self._agenda(top, lecture)
 
-    def _title_slide(self, top: nodes.section, docname: str, number: int) -> None:
-        """Course and chapter number above the title; lecturer, date, book below."""
+    def _title_slide(
+        self,
+        top: nodes.section,
+        docname: str,
+        number: int,
+        lecture: lectures_mod.Lecture | None = None,
+    ) -> None:
+        """Course and chapter (or lecture) number above the title; lecturer, date,
+        book below. A lecture's title names its part of the chapter."""
         lang, config = _lang(self.config), self.config
         course = config.aiinfra_deck_course or config.html_title
         chapter = label("chapter", lang, n=number)
+        if lecture is not None:
+            chapter = label("lecture", lang, n=lecture.number) + " · " + chapter
+            title = top[0]
+            title += nodes.Text(f" ({lecture.k}/{lecture.n})")
         top.insert(
             1,  # after the title; the slide's CSS shows it above
             nodes.paragraph("", f"{course} · {chapter}", classes=["deck-course"]),
@@ -128,6 +171,26 @@ class AssembleDeck(SphinxPostTransform):
             top.insert(at, nodes.paragraph("", meta, classes=["deck-meta"]))
             at += 1
         top.insert(at, nodes.paragraph("", "", link, classes=["deck-booklink"]))
+
+    def _agenda(self, top: nodes.section, lecture: lectures_mod.Lecture) -> None:
+        """A lecture's agenda: the titles of its pages, before the first of them."""
+        lang = _lang(self.config)
+        items = [
+            nodes.list_item("", nodes.paragraph("", s[0].astext()))
+            for s in top.children
+            if isinstance(s, nodes.section) and s.get("deck_page") in lecture.pages
+        ]
+        if not items:
+            return
+        slide = nodes.section("", ids=["deck-agenda"], classes=["deck-made"])
+        slide += nodes.title("", label("in_this_lecture", lang))
+        slide += nodes.bullet_list("", *items, classes=["on-slide", "deck-agenda"])
+        slide += slide_layout.make_notes([], extra=[label("agenda_cue", lang)])
+        pages = [
+            s for s in top.children if isinstance(s, nodes.section) and "deck_page" in s
+        ]
+        at = top.index(pages[0]) if pages else len(top)
+        top.insert(at, slide)
 
 
 class DeckStructure(SphinxPostTransform):
@@ -313,30 +376,62 @@ def slide_minutes(slide: nodes.section) -> float:
 
 
 def deck_timing(app: Sphinx, chapter_index: str) -> list[tuple[str, int, float]]:
-    """``(section title, slides, minutes)`` of a chapter's deck, in deck order.
+    """``(section title, slides, minutes)`` of a chapter's deck, in deck order: the
+    title slide, then each top-level section (:func:`deck_sections`)."""
+    return [
+        (title, n, minutes)
+        for _, title, n, minutes, _ in deck_sections(app, chapter_index)
+    ]
 
-    The deck is assembled and laid out as it is for writing; slides are the sections
-    reveal.js shows (three levels deep).
+
+def deck_sections(
+    app: Sphinx, index: str
+) -> list[tuple[str | None, str, int, float, int]]:
+    """``(page, title, slides, minutes, questions)`` of a chapter's whole deck: the
+    title slide, then each top-level section in deck order. ``page`` is ``None``
+    for the title slide, the index page's own sections and the slides the build
+    makes (recap, references); slides are the sections reveal.js shows (three
+    levels deep).
+
+    The deck is assembled and laid out as it is for writing (once per build).
     """
-    tree = app.env.get_and_resolve_doctree(chapter_index, app.builder)
-    top = tree.next_node(nodes.section)
-    if top is None:
-        return []
+    if _SECTIONS.get("env") is not app.env:
+        _SECTIONS.clear()
+        _SECTIONS["env"] = app.env
+    if index not in _SECTIONS:
+        tree = app.env.get_and_resolve_doctree(index, app.builder)
+        top = tree.next_node(nodes.section)
+        rows = []
+        if top is not None:
+            rows.append((None, top[0].astext(), 1, slide_minutes(top), 0))
+            for child in top.children:
+                if isinstance(child, nodes.section):
+                    count, minutes = _walk(child, 2)
+                    asked = sum(1 for _ in child.findall(aiinfra_question))
+                    rows.append(
+                        (
+                            child.get("deck_page"),
+                            child[0].astext(),
+                            count,
+                            minutes,
+                            asked,
+                        )
+                    )
+        _SECTIONS[index] = rows
+    return _SECTIONS[index]
 
-    def walk(section: nodes.section, depth: int) -> tuple[int, float]:
-        count, minutes = 1, slide_minutes(section)
-        for child in section.children:
-            if isinstance(child, nodes.section) and depth < 3:
-                c, m = walk(child, depth + 1)
-                count, minutes = count + c, minutes + m
-        return count, minutes
 
-    rows = [(top[0].astext(), 1, slide_minutes(top))]
-    for child in top.children:
-        if isinstance(child, nodes.section):
-            count, minutes = walk(child, 2)
-            rows.append((child[0].astext(), count, minutes))
-    return rows
+_SECTIONS: dict[str, Any] = {}
+
+
+def _walk(section: nodes.section, depth: int) -> tuple[int, float]:
+    """Slides (three levels deep, as reveal.js shows them) and minutes of a section."""
+    count, minutes = 1, slide_minutes(section)
+    for child in section.children:
+        if isinstance(child, nodes.section) and depth < 3:
+            c, m = _walk(child, depth + 1)
+            count, minutes = count + c, minutes + m
+    return count, minutes
 
 
 def _plural(text: str, lang: str) -> str:
@@ -354,39 +449,20 @@ def fill_deck_list(app: Sphinx, doctree: nodes.document, docname: str) -> None:
         for b in doctree.findall(nodes.bullet_list)
         if "aiinfra-chapters" in b["classes"]
     ]
+    indexes = chapter_indexes(app.env)
+    cfg = lectures_mod.course(app.config)
+    plans = lectures_mod.course_plan(app, indexes) if cfg.splits() else {}
+    order = [f"{c}/index" for c in cfg.order([i.split("/")[0] for i in indexes])]
     for chapters_list in lists:
         host = chapters_list.parent
         while not isinstance(host, nodes.section):
             host = host.parent
-        at = host.index(chapters_list) if chapters_list.parent is host else len(host)
+        items = dict(zip(indexes, chapters_list.children, strict=False))
         slides = []
-        for item, index in zip(
-            chapters_list.children, chapter_indexes(app.env), strict=False
-        ):
-            rows = deck_timing(app, index)
-            count = sum(r[1] for r in rows)
-            total = round(sum(r[2] for r in rows))
-            slide = nodes.section("", ids=[f"deck-{index.split('/')[0]}"])
-            slide += nodes.title("", rows[0][0] if rows else index)
-            links = item[0].deepcopy()  # the deck and the book
-            deck_link = next(iter(links.findall(nodes.reference)))
-            deck_link.children = [nodes.Text(label("open_deck", lang))]
-            length = label("deck_length", lang, slides=count, minutes=total)
-            links += nodes.Text(" · " + _plural(length, lang))
-            links["classes"].append("deck-list-links")
-            slide += links
-            timing = nodes.bullet_list(classes=["deck-timing"])
-            for title, n, minutes in rows[1:]:
-                text = label(
-                    "section_timing",
-                    lang,
-                    title=title,
-                    slides=n,
-                    minutes=max(1, round(minutes)),
-                )
-                timing += nodes.list_item("", nodes.paragraph("", _plural(text, lang)))
-            slide += timing
-            slides.append(slide)
+        for index in order:
+            if index not in items:
+                continue
+            slides.append(_deck_slide(app, index, items[index], plans.get(index, [])))
         note = label(
             "timing_rule",
             lang,
@@ -395,14 +471,88 @@ def fill_deck_list(app: Sphinx, doctree: nodes.document, docname: str) -> None:
             slide=MIN_PER_SLIDE,
             question=MIN_PER_QUESTION,
         )
-        chapters_list.replace_self(
-            nodes.paragraph("", note, classes=["deck-timing-rule"])
-        )
+        intro = [
+            nodes.paragraph("", note, classes=["deck-timing-rule"]),
+            nodes.paragraph(
+                "", label("course_file", lang), classes=["deck-course-file"]
+            ),
+        ]
+        if plans:
+            total = sum(len(x) for x in plans.values())
+            course = app.config.aiinfra_deck_course or app.config.html_title
+            plan_text = label(
+                "course_plan",
+                lang,
+                course=course,
+                lectures=total,
+                minutes=cfg.minutes_per_lecture
+                or max(d.minutes_per_lecture for d in cfg.decks.values()),
+            )
+            intro.insert(
+                0, nodes.paragraph("", plan_text, classes=["deck-course-plan"])
+            )
+        chapters_list.replace_self(intro)
         # Each deck a vertical slide under the list's section.
         first = host.first_child_matching_class(nodes.section)
         at = len(host) if first is None else first
         for k, slide in enumerate(slides):
             host.insert(at + k, slide)
+
+
+def _deck_slide(
+    app: Sphinx, index: str, item: nodes.Node, lectures: list
+) -> nodes.section:
+    """One deck's slide of the deck list: its links, length and sections; a deck
+    cut into lectures lists its lectures instead, each with its link and length."""
+    lang = _lang(app.config)
+    rows = deck_timing(app, index)
+    count = sum(r[1] for r in rows)
+    total = round(sum(r[2] for r in rows))
+    slide = nodes.section("", ids=[f"deck-{index.split('/')[0]}"])
+    slide += nodes.title("", rows[0][0] if rows else index)
+    links = item[0].deepcopy()  # the deck and the book
+    deck_link = next(iter(links.findall(nodes.reference)))
+    deck_link.children = [nodes.Text(label("open_deck", lang))]
+    length = label("deck_length", lang, slides=count, minutes=total)
+    links += nodes.Text(" · " + _plural(length, lang))
+    links["classes"].append("deck-list-links")
+    slide += links
+    timing = nodes.bullet_list(classes=["deck-timing"])
+    if len(lectures) > 1:
+        chapter = index.split("/")[0]
+        titles = {page: title for page, title, *_ in deck_sections(app, index) if page}
+        for lecture in lectures:
+            link = nodes.reference(
+                "",
+                label("lecture", lang, n=lecture.number),
+                refuri=f"{chapter}/lecture-{lecture.k}.html",
+            )
+            text = label(
+                "deck_length",
+                lang,
+                slides=lecture.slides,
+                minutes=max(1, round(lecture.minutes)),
+            )
+            pages = label("list_separator", lang).join(
+                titles.get(p, p) for p in lecture.pages
+            )
+            para = nodes.paragraph(
+                "", "", link, nodes.Text(f" · {pages} · " + _plural(text, lang))
+            )
+            timing += nodes.list_item("", para)
+        timing["classes"].append("deck-lectures")
+    else:
+        for title, n, minutes in rows[1:]:
+            text = label(
+                "section_timing",
+                lang,
+                title=title,
+                slides=n,
+                minutes=max(1, round(minutes)),
+            )
+            timing += nodes.list_item("", nodes.paragraph("", _plural(text, lang)))
+    slide += timing
+    return slide
 
 
 # ------------------------------------------------------------------ incremental
@@ -412,21 +562,28 @@ def _reread(app: Sphinx, env: BuildEnvironment, docnames: list[str]) -> None:
     env._aiinfra_reread = set(docnames)
 
 
+def decks_reread(env: BuildEnvironment) -> list[str]:
+    """The chapter decks whose index or a section was re-read in this build."""
+    reread = getattr(env, "_aiinfra_reread", set())
+    return [
+        index
+        for index in chapter_indexes(env)
+        if reread & {index, *env.toctree_includes.get(index, ())}
+    ]
+
+
 def _decks_to_rewrite(app: Sphinx, env: BuildEnvironment) -> list[str]:
     """A deck whose section was re-read is written again, and so is the deck list
     (it times every deck)."""
     if app.builder.name != "revealjs":
         return []
-    reread = getattr(env, "_aiinfra_reread", set())
-    decks = [
-        index
-        for index in chapter_indexes(env)
-        if reread & {index, *env.toctree_includes.get(index, ())}
-    ]
+    decks = decks_reread(env)
     return sorted(decks + ([env.config.root_doc] if decks else []))
 
 
 def setup(app: Sphinx) -> None:
+    # slides/decks.toml, read by conf.py (aiinfra_book.decks): the course.
+    app.add_config_value("aiinfra_course", {}, "env", dict)
     app.add_config_value("aiinfra_deck_course", "", "env", str)
     app.add_config_value("aiinfra_deck_lecturer", "", "env", str)
     app.add_config_value("aiinfra_deck_date", "", "env", str)
@@ -445,3 +602,4 @@ def setup(app: Sphinx) -> None:
     app.connect("env-get-updated", _decks_to_rewrite)
     app.connect("doctree-resolved", lay_out_slides)
     app.connect("doctree-resolved", fill_deck_list, priority=600)
+    app.connect("html-collect-pages", lectures_mod.write_lectures)
