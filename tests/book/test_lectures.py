@@ -169,3 +169,40 @@ def test_a_bad_course_file_stops_the_build_naming_the_key(tmp_path, course, mess
     proc = _build(root, "en")
     assert proc.returncode != 0
     assert "decks.toml" in proc.stderr and message in proc.stderr, proc.stderr
+
+
+def test_a_deck_is_cut_into_the_fewest_lectures_then_evened_out():
+    from aiinfra_book.decks import split
+
+    # 70 minutes of pages in 43-minute slots (45 less 2 of overhead): two lectures
+    # (a third would be shorter, not needed), 40 + 30.
+    assert split([10.0] * 7, 45, overhead=2) == [[0, 1, 2, 3], [4, 5, 6]]
+    # Even, not full-then-short: 30 | 25 rather than 30+5+5 | 5+5+5.
+    assert split([30.0, 5, 5, 5, 5, 5], 45, overhead=2) == [[0], [1, 2, 3, 4, 5]]
+    # A page longer than the slot is a lecture on its own; a break always cuts.
+    assert split([50.0, 5, 5], 45, overhead=2) == [[0], [1, 2]]
+    assert split([10.0] * 6, 45, overhead=2, breaks=frozenset({2})) == [
+        [0, 1],
+        [2, 3, 4, 5],
+    ]
+    with pytest.raises(ValueError, match="budget must be > overhead"):
+        split([1.0], 2, overhead=2)
+
+
+def test_the_course_file_reads_every_key(tmp_path):
+    from aiinfra_book.decks import load
+
+    path = tmp_path / "decks.toml"
+    assert load(path, ["a", "b"]).order(["a", "b"]) == ["a", "b"]  # no file
+    path.write_text(
+        '[course]\ntitle = "T"\nchapters = ["b", "a"]\nminutes_per_lecture = 60\n'
+        '[decks.b]\nminutes_per_lecture = 30\nsplit_before = ["p2"]\n'
+    )
+    course = load(path, ["a", "b"], {"a": ["p"], "b": ["p1", "p2"]})
+    assert course.order(["a", "b"]) == ["b", "a"]
+    assert (course.minutes("a"), course.minutes("b")) == (60, 30)
+    assert course.decks["b"].split_before == ("p2",)
+    assert type(course).from_dict(course.as_dict()) == course
+    path.write_text("[course]\nminutes_per_lecture = true\n")
+    with pytest.raises(ValueError, match="'minutes_per_lecture' must be int"):
+        load(path, ["a"])
