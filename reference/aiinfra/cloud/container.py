@@ -302,10 +302,10 @@ def measure(dockerfile: Path, context: Path, top: int = 8) -> dict:
     """What the containers page shows, measured once and stamped.
 
     Returns:
-        ``{"namespaces": {type: inode}, "new_namespaces": int, "cgroup": ...,
-        "image": ...}``: this process's namespaces, how many of those with a fixed
-        initial inode are not the host's, its cgroup limits (``None`` where the
-        machine has no cgroup v2) and :func:`image_distribution_sizes`.
+        A dict: ``namespaces``, this process's namespaces (``{type: inode}``);
+        ``new_namespaces``, how many of those with a fixed initial inode are not
+        the host's; ``cgroup``, its cgroup limits (``None`` where the machine has no
+        cgroup v2); and ``image``, :func:`image_distribution_sizes`.
     """
     ours = namespaces()
     fixed = [k for k in INITIAL_INODES if k in ours]
