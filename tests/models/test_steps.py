@@ -6,7 +6,8 @@ import re
 import pytest
 import torch
 import torch.nn.functional as F
-from aiinfra.book import models as book
+from aiinfra.book.models import flash_attention as flash
+from aiinfra.book.models import questions
 from aiinfra.models.steps import softmax_steps, tile_steps
 from matplotlib.text import Text
 
@@ -92,9 +93,9 @@ def test_attention_over_the_visited_tiles_alone_equals_sdpa():
 
 
 def test_book_frame_counts_follow_the_step_rules():
-    assert len(book.online_softmax_frames()) == len(book.SCORES) + 1
+    assert len(flash.online_softmax_frames()) == len(flash.SCORES) + 1
     blocks = 4  # 4 x 4 blocks, causal: T (T + 1) / 2 tiles, and the start
-    assert len(book.flash_tiles_frames()) == blocks * (blocks + 1) // 2 + 1
+    assert len(flash.flash_tiles_frames()) == blocks * (blocks + 1) // 2 + 1
 
 
 def texts(figure):
@@ -104,14 +105,14 @@ def texts(figure):
 
 def test_frames_are_slides_with_large_text_and_words_apart_from_numbers():
     # one frame of each kind; the book's grids are drawn by the same functions
-    frames = [book.online_softmax_frames()[5], book.flash_tiles_frames()[3]]
+    frames = [flash.online_softmax_frames()[5], flash.flash_tiles_frames()[3]]
     for frame in frames:
         assert tuple(frame.get_size_inches()) == (10, 5.0)
         for text in texts(frame):
             assert text.get_fontsize() >= 14, text.get_text()
             plain = re.sub(r"\$[^$]*\$", "", text.get_text())
             assert not (re.search(r"\d", plain) and re.search(r"[A-Za-z]{3}", plain))
-    assert book.online_softmax_figure().get_size_inches()[0] == 7
+    assert flash.online_softmax_figure().get_size_inches()[0] == 7
 
 
 def test_bad_input_is_rejected():
@@ -135,23 +136,25 @@ PARAMETERS, T = 8_030_261_248, 8192
 def test_question_answers_match_a_hand_count_from_the_published_config():
     attention = D * HEADS * HEAD_DIM * 2 + 2 * D * KV_HEADS * HEAD_DIM  # q, o; k, v
     matmul = LAYERS * (attention + 3 * D * FF) + VOCAB * D
-    assert book.llama_matmul_parameters() == matmul
+    assert questions.llama_matmul_parameters() == matmul
     parity = 6 * matmul / (12 * LAYERS * HEADS * HEAD_DIM)
-    assert book.llama_attention_parity_tokens() == pytest.approx(parity)
+    assert questions.llama_attention_parity_tokens() == pytest.approx(parity)
     free = 80 * 10**9 - 2 * PARAMETERS  # H100 SXM datasheet: 80 GB of HBM3
     per_token = 2 * KV_HEADS * HEAD_DIM * LAYERS * 2  # bytes, bf16
-    assert book.llama_kv_tokens_fitting() == free // per_token
-    assert book.llama_mha_kv_tokens_fitting() == free // (per_token * HEADS // KV_HEADS)
-    assert book.llama_sequences_fitting() == free // per_token // T
-    assert book.llama_mha_sequences_fitting() == free // (4 * per_token) // T
-    assert book.llama_probabilities_gib_per_layer() == HEADS * T * T * 2 / 2**30
-    assert book.llama_probabilities_gib() == LAYERS * HEADS * T * T * 2 / 2**30
-    assert book.llama_lse_mib_per_layer() == HEADS * T * 4 / 2**20
+    assert questions.llama_kv_tokens_fitting() == free // per_token
+    assert questions.llama_mha_kv_tokens_fitting() == free // (
+        per_token * HEADS // KV_HEADS
+    )
+    assert questions.llama_sequences_fitting() == free // per_token // T
+    assert questions.llama_mha_sequences_fitting() == free // (4 * per_token) // T
+    assert questions.llama_probabilities_gib_per_layer() == HEADS * T * T * 2 / 2**30
+    assert questions.llama_probabilities_gib() == LAYERS * HEADS * T * T * 2 / 2**30
+    assert questions.llama_lse_mib_per_layer() == HEADS * T * 4 / 2**20
 
 
 def test_tile_counts_of_the_question_follow_the_triangle_rule():
-    blocks = book.TILES_N // book.TILES_BLOCK
-    assert book.tile_blocks() == blocks
-    assert book.causal_tiles_computed() == blocks * (blocks + 1) // 2
-    assert book.full_tiles_computed() == blocks**2
-    assert book.causal_tiles_masked() == blocks
+    blocks = questions.TILES_N // questions.TILES_BLOCK
+    assert questions.tile_blocks() == blocks
+    assert questions.causal_tiles_computed() == blocks * (blocks + 1) // 2
+    assert questions.full_tiles_computed() == blocks**2
+    assert questions.causal_tiles_masked() == blocks

@@ -24,7 +24,7 @@ from aiinfra.models.presets import preset
 from aiinfra.report import Table
 from aiinfra.storage import TokenWindows, token_dtype, write_token_file
 
-from .checkpoint_costs import (
+from ._cluster import (
     CLUSTER_GPU,
     CLUSTER_MFU,
     CLUSTER_SEQ,

@@ -18,7 +18,7 @@ from aiinfra.models.moe_spec import MoESpec
 from aiinfra.models.presets import preset
 from aiinfra.report import Table
 
-from .attention import GIB
+from .attention_variants import GIB
 
 MIB = 2**20
 EP_PRESET = "deepseek-v3"

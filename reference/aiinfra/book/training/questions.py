@@ -9,7 +9,7 @@ from aiinfra.precision.loss_scaler import DynamicLossScaler
 
 from .ddp import OVERLAP_BUCKET_BYTES, OVERLAP_WIDTHS
 from .memory import GIB, llama_parameters
-from .precision import fp16_max
+from .mixed_precision import fp16_max
 
 
 def overlap_step(bucket_bytes: int = OVERLAP_BUCKET_BYTES) -> float:
