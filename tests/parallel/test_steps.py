@@ -13,10 +13,11 @@ value, (2 - 2^-10) 2^15 = 65504; ``torch.amp.GradScaler``'s initial scale; Llama
 import pytest
 import torch
 from aiinfra.book.training import ddp, memory, questions, zero
-from aiinfra.parallel import figures
-from aiinfra.parallel.ddp_bucketed import assign_buckets
-from aiinfra.parallel.ddp_naive import trainable_parameters
+from aiinfra.parallel.data import figures
+from aiinfra.parallel.data.bucketed import assign_buckets
+from aiinfra.parallel.data.naive import trainable_parameters
 from aiinfra.parallel.toy import mlp
+from aiinfra.parallel.zero import figures as zero_figures
 from matplotlib.figure import Figure
 from matplotlib.text import Text
 
@@ -145,7 +146,7 @@ def check_fonts(figs, smallest: float, width: float, largest: float = 99) -> Non
         for t in texts:
             assert smallest <= t.get_fontsize() <= largest, t.get_text()
             has_word = any(w.isalpha() and len(w) >= 3 for w in t.get_text().split())
-            names = {name for name, _ in figures.STAGES.values()}
+            names = {name for name, _ in zero_figures.STAGES.values()}
             if t.get_text() not in names:  # words and numbers are separate texts
                 assert not (has_word and any(c.isdigit() for c in t.get_text()))
 
@@ -187,9 +188,9 @@ def test_bad_input_is_rejected_with_named_errors():
     with pytest.raises(ValueError, match="k must"):
         figures.draw_overlap_step(ax, t, 4, 14)
     with pytest.raises(ValueError, match="stage"):
-        figures.draw_zero_stage(ax, 4, 4)
+        zero_figures.draw_zero_stage(ax, 4, 4)
     with pytest.raises(ValueError, match="n_ranks"):
-        figures.draw_zero_stage(ax, 1, 0)
+        zero_figures.draw_zero_stage(ax, 1, 0)
 
 
 def test_question_answers_equal_independent_computations():

@@ -2,7 +2,7 @@
 
 The roofline (:mod:`aiinfra.models.roofline`), the KV budget
 (:mod:`aiinfra.models.kv_budget`) and the overlap bound
-(:mod:`aiinfra.parallel.overlap_bound`) read their peaks from here, so a corrected
+(:mod:`aiinfra.parallel.data.overlap`) read their peaks from here, so a corrected
 datasheet number changes every page that uses it. Every peak is *dense*: where a
 vendor prints the 2:4 structured-sparsity figure as the headline (NVIDIA's H100,
 H200 and B200 sheets), the table stores half of it and lists the format in

@@ -23,7 +23,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from aiinfra.parallel.comm_counter import PAPER_FACTOR, CommCounter
+from aiinfra.comm.counter import PAPER_FACTOR, CommCounter
 
 
 def check_expert_split(n_experts: int, ep_size: int) -> int:

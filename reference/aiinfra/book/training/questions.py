@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from aiinfra.memory.model_states import zero_model_states_bytes
-from aiinfra.parallel import figures as parallel_figures
+from aiinfra.parallel.data import figures as parallel_figures
 from aiinfra.parallel.toy import mlp
 from aiinfra.precision.loss_scaler import DynamicLossScaler
 

@@ -8,10 +8,11 @@ from matplotlib.figure import Figure
 
 from aiinfra import results
 from aiinfra.memory import figures as memory_figures
-from aiinfra.parallel import figures as parallel_figures
-from aiinfra.parallel import zero_memory, zero_results
 from aiinfra.parallel.toy import mlp, regression_batches
-from aiinfra.parallel.zero_compare import MAX_GRAD_NORM, WIDTHS, train_one_process
+from aiinfra.parallel.zero import figures as zero_figures
+from aiinfra.parallel.zero import memory as zero_memory
+from aiinfra.parallel.zero import results as zero_results
+from aiinfra.parallel.zero.compare import MAX_GRAD_NORM, WIDTHS, train_one_process
 from aiinfra.report import Table
 
 from .memory import EXAMPLE
@@ -22,12 +23,12 @@ ZERO_MAX_GRAD_NORM = MAX_GRAD_NORM  # the comparison's clipping threshold
 
 def zero_stages_figure() -> Figure:
     """Bytes per parameter on each rank, DDP and ZeRO stages 1-3."""
-    return parallel_figures.zero_stage_figure(ZERO_FIGURE_RANKS)
+    return zero_figures.zero_stage_figure(ZERO_FIGURE_RANKS)
 
 
 def zero_stages_frames() -> list[Figure]:
     """The same, one frame per stage."""
-    return parallel_figures.zero_stage_frames(ZERO_FIGURE_RANKS)
+    return zero_figures.zero_stage_frames(ZERO_FIGURE_RANKS)
 
 
 def _zero_measurements() -> tuple[dict, ...]:

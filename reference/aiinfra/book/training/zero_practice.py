@@ -6,8 +6,8 @@ import functools
 
 from matplotlib.figure import Figure
 
-from aiinfra.parallel import zero3_timeline
-from aiinfra.parallel.zero_optim import CLIP_EPS
+from aiinfra.parallel.zero import timeline as zero3_timeline
+from aiinfra.parallel.zero.optim import CLIP_EPS
 
 ZERO_CLIP_EPS = CLIP_EPS  # what torch adds to the norm before dividing
 # The ZeRO-3 timeline: Llama 3 8B's layers, 16384 tokens per GPU per step (two
