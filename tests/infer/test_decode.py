@@ -12,8 +12,8 @@ from aiinfra.infer.decode import (
     generate_recompute,
     step_flops,
 )
-from aiinfra.models.checkpoint_check import tiny_hf_model
 from aiinfra.models.config import TransformerConfig
+from aiinfra.models.hf.checkpoint_check import tiny_hf_model
 from aiinfra.models.presets import preset
 from aiinfra.models.transformer import Transformer, generate_greedy
 from torch.utils.flop_counter import FlopCounterMode

@@ -254,7 +254,7 @@ MODEL_PARALLEL_CHECKS = (
     ("pp", "tests.parallel.pipeline.test_executor", "pipeline_checks"),
     ("cp", "tests.parallel.context.test_attention", "context_parallel_checks"),
     ("mesh", "tests.parallel.test_mesh", "mesh_checks"),
-    ("ep", "tests.models.test_expert_parallel", "expert_parallel_checks"),
+    ("ep", "tests.models.expert_parallel.test_layer", "expert_parallel_checks"),
 )
 
 

@@ -19,9 +19,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from aiinfra.models.attention.kv_cache_size import elements_per_token
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.flops import attention_flops_per_token, matmul_parameters
-from aiinfra.models.kv_cache_size import elements_per_token
 from aiinfra.models.params import count_parameters
 from aiinfra.models.transformer import Transformer
 

@@ -46,7 +46,8 @@ def kv_transfer_time(prompt: int, kv_bytes_per_token: int, link: LinkModel) -> f
 
     Args:
         prompt: tokens whose keys and values are sent, >= 1.
-        kv_bytes_per_token: over all layers (:mod:`~aiinfra.models.kv_cache_size`).
+        kv_bytes_per_token: over all layers
+            (:mod:`~aiinfra.models.attention.kv_cache_size`).
         link: the link's ``alpha`` (s) and ``beta`` (s per byte).
 
     Raises:

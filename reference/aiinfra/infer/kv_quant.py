@@ -25,9 +25,9 @@ from torch import Tensor
 
 from aiinfra.hardware import Gpu
 from aiinfra.infer.quant import check_float_tensor
+from aiinfra.models.attention.kv_cache_size import elements_per_token
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.kv_budget import kv_budget
-from aiinfra.models.kv_cache_size import elements_per_token
 
 KV_FORMATS = ("bf16", "fp8", "int8")  # bf16: the unquantized cache
 CODE_BYTES = {"bf16": 2, "fp8": 1, "int8": 1}

@@ -26,7 +26,7 @@ import torch
 from torch import Tensor
 
 from aiinfra.infer.paged_attention import PagedKVCache
-from aiinfra.models.attention import GroupedQueryAttention
+from aiinfra.models.attention.gqa import GroupedQueryAttention
 from aiinfra.models.transformer import Transformer
 
 __all__ = ["AttentionGroup", "Chunk", "PagedModelRunner", "StepLayout"]

@@ -19,7 +19,7 @@ Sec. 5); :func:`decode_step_time` models what that saves. In pseudo-code::
         acc += x @ w
     store(Y[rows, cols], acc)
 
-As in :mod:`aiinfra.models.flash_triton`, on the CPU the kernel runs in Triton's
+As in :mod:`aiinfra.models.flash.triton_forward`, on the CPU the kernel runs in Triton's
 interpreter (``TRITON_INTERPRET=1`` set before import) and computes in fp32; on a
 GPU the dequantized tile is cast to ``x``'s dtype for the tensor cores. Importing
 this module works without Triton; calling it does not.

@@ -21,14 +21,14 @@ import torch
 from torch import Tensor
 
 from aiinfra.infer.speculative import SpeculativeResult, _law, verify
-from aiinfra.models.attention import KVCache
+from aiinfra.models.attention.gqa import KVCache
 from aiinfra.models.transformer import Transformer
 
 
 def rollback(caches: list[KVCache], length: int) -> None:
     """Forget every cached position from ``length`` on, in every layer's cache.
 
-    Nothing is erased: the next :meth:`~aiinfra.models.attention.KVCache.update`
+    Nothing is erased: the next :meth:`~aiinfra.models.attention.gqa.KVCache.update`
     writes from ``length`` on and attention reads only ``[0, length)``.
 
     Args:

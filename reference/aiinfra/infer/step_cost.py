@@ -27,9 +27,9 @@ from typing import Protocol
 import numpy as np
 
 from aiinfra.hardware import Gpu
+from aiinfra.models.attention.kv_cache_size import elements_per_token
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.flops import attention_flops_per_token, matmul_parameters
-from aiinfra.models.kv_cache_size import elements_per_token
 from aiinfra.models.roofline import Kernel
 
 # (a prompt's new tokens in this step, its tokens cached before)

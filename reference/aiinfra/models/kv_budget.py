@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from aiinfra.hardware import GPUS, Gpu
+from aiinfra.models.attention.kv_cache_size import elements_per_token
 from aiinfra.models.config import TransformerConfig
-from aiinfra.models.kv_cache_size import elements_per_token
 from aiinfra.models.params import count_parameters
 from aiinfra.models.presets import preset
 from aiinfra.report import Table

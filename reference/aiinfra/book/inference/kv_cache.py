@@ -11,9 +11,9 @@ from matplotlib.figure import Figure
 
 from aiinfra.hardware import GPUS
 from aiinfra.infer import decode, decode_bench
+from aiinfra.models.attention.kv_cache_size import elements_per_token
 from aiinfra.models.flops import matmul_parameters
 from aiinfra.models.kv_budget import kv_budget
-from aiinfra.models.kv_cache_size import elements_per_token
 from aiinfra.models.presets import preset
 from aiinfra.report import Table
 

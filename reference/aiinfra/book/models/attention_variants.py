@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
-from aiinfra.models import (
-    kv_cache_size,
-)
+from aiinfra.models.attention import kv_cache_size
 from aiinfra.models.presets import preset
 from aiinfra.report import Table
 

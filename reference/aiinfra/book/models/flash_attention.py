@@ -6,11 +6,8 @@ import functools
 
 from matplotlib.figure import Figure
 
-from aiinfra.models import (
-    attention_memory,
-    kernel_matmuls,
-    steps,
-)
+from aiinfra.models.flash import kernel_matmuls, steps
+from aiinfra.models.flash import memory as attention_memory
 from aiinfra.report import Table
 
 SCORES = (1.0, 3.0, 2.0, 0.5, 4.0, 2.5, 1.5, 5.0)  # the maximum grows three times

@@ -6,12 +6,9 @@ import dataclasses
 import functools
 
 from aiinfra.hardware import GPUS
-from aiinfra.models import (
-    flops,
-    kv_budget,
-    steps,
-)
+from aiinfra.models import flops, kv_budget
 from aiinfra.models.config import TransformerConfig
+from aiinfra.models.flash import steps
 from aiinfra.models.presets import preset
 
 from ._common import budget

@@ -3,18 +3,18 @@
 Each rank holds ``T / p`` positions of ``Q``, ``K`` and ``V`` (Liu, Zaharia & Abbeel
 2023). The key/value blocks travel around the ring, one hop per step; after ``p - 1``
 hops every query has met every key. A step computes one block of attention with the
-models chapter's FlashAttention tiles (:func:`~aiinfra.models.flash_attention.
-tiled_forward`), which return the block's output and log-sum-exp, and the partial
-results merge with the online-softmax rule (:func:`~aiinfra.models.split_kv.combine`,
-the merge of split-KV decoding). The next block's transfer is posted before the
-current block is computed, so the link works while the GPU computes. The backward pass
-runs the ring again: ``K, V`` travel the same way with their gradient accumulators
-``dK, dV`` one hop behind, and each block's ``P`` is recomputed from the saved
-log-sum-exp (FlashAttention-2's backward). With a causal mask the sequence is cut into
-``2p`` chunks and rank ``r`` holds chunks ``r`` and ``2p - 1 - r`` (the zig-zag
-layout), so that every rank does the same work at every step. Notation: ``p`` ranks,
-``r`` a rank, ``B`` batch, ``H`` query heads, ``G`` key/value heads, ``T`` positions,
-``c = T / 2p`` positions per chunk, ``d`` head dim.
+models chapter's FlashAttention tiles
+(:func:`~aiinfra.models.flash.attention.tiled_forward`), which return the block's output
+and log-sum-exp, and the partial results merge with the online-softmax rule
+(:func:`~aiinfra.models.flash.split_kv.combine`, the merge of split-KV decoding). The
+next block's transfer is posted before the current block is computed, so the link works
+while the GPU computes. The backward pass runs the ring again: ``K, V`` travel the same
+way with their gradient accumulators ``dK, dV`` one hop behind, and each block's ``P``
+is recomputed from the saved log-sum-exp (FlashAttention-2's backward). With a causal
+mask the sequence is cut into ``2p`` chunks and rank ``r`` holds chunks ``r`` and ``2p -
+1 - r`` (the zig-zag layout), so that every rank does the same work at every step.
+Notation: ``p`` ranks, ``r`` a rank, ``B`` batch, ``H`` query heads, ``G`` key/value
+heads, ``T`` positions, ``c = T / 2p`` positions per chunk, ``d`` head dim.
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ import torch.distributed as dist
 from torch import Tensor
 
 from aiinfra.comm.primitives import isendrecv
-from aiinfra.models.flash_attention import tiled_backward, tiled_forward
-from aiinfra.models.online_softmax import merge
-from aiinfra.models.split_kv import combine
+from aiinfra.models.flash.attention import tiled_backward, tiled_forward
+from aiinfra.models.flash.online_softmax import merge
+from aiinfra.models.flash.split_kv import combine
 from aiinfra.parallel.context.zigzag import LAYOUTS, block_kind, chunk_ids
 
 

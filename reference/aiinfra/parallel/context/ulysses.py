@@ -23,7 +23,7 @@ import torch.distributed as dist
 from torch import Tensor
 
 from aiinfra.comm.alltoall import pairwise_all_to_all
-from aiinfra.models.flash_attention import flash_attention
+from aiinfra.models.flash.attention import flash_attention
 
 
 def check_ulysses_inputs(q: Tensor, k: Tensor, v: Tensor, p: int) -> None:

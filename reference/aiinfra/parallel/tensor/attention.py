@@ -19,7 +19,7 @@ import torch.distributed as dist
 from torch import Tensor, nn
 
 from aiinfra.comm.counter import CommCounter
-from aiinfra.models.attention import GroupedQueryAttention, grouped_attention
+from aiinfra.models.attention.gqa import GroupedQueryAttention, grouped_attention
 from aiinfra.parallel.tensor.layers import ColumnParallelLinear, RowParallelLinear
 from aiinfra.parallel.tensor.ops import (
     CopyToTensorParallel,
@@ -48,7 +48,7 @@ def check_heads(n_heads: int, n_kv_heads: int, tp_size: int) -> None:
 
 
 class TensorParallelAttention(nn.Module):
-    """:class:`~aiinfra.models.attention.GroupedQueryAttention` split by heads.
+    """:class:`~aiinfra.models.attention.gqa.GroupedQueryAttention` split by heads.
 
     Built from the full layer by :meth:`from_attention` (this rank's rows of
     ``W_q, W_k, W_v``, its columns of ``W_o``), causal, without a KV cache.

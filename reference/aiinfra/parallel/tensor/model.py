@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from aiinfra.comm.counter import CommCounter
-from aiinfra.models.attention import GroupedQueryAttention
+from aiinfra.models.attention.gqa import GroupedQueryAttention
 from aiinfra.models.layers import SwiGLU
 from aiinfra.models.transformer import Transformer
 from aiinfra.parallel.tensor.attention import (
