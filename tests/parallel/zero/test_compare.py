@@ -26,7 +26,7 @@ from aiinfra.parallel.toy import mlp
 from aiinfra.parallel.zero import results as zero_results
 from aiinfra.parallel.zero.compare import WIDTHS, compare_losses
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(ROOT / ".torch_extensions"))
 NAMES = {
     "one process",

@@ -2,7 +2,7 @@
 
 The cost model runs on Llama 3 8B (:mod:`aiinfra.models.presets`) and the datasheet
 numbers of :mod:`aiinfra.hardware`; the timings come from the stamped file of
-``aiinfra bench decode`` (:mod:`aiinfra.infer.decode_bench`).
+``aiinfra bench decode`` (:mod:`aiinfra.infer.kv.decode_bench`).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 
 from aiinfra.hardware import GPUS
-from aiinfra.infer import decode, decode_bench
+from aiinfra.infer.kv import decode, decode_bench
 from aiinfra.models.attention.kv_cache_size import elements_per_token
 from aiinfra.models.flops import matmul_parameters
 from aiinfra.models.kv_budget import kv_budget

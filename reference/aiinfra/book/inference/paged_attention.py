@@ -12,8 +12,8 @@ import torch
 from matplotlib.figure import Figure
 
 from aiinfra.hardware import GPUS
-from aiinfra.infer import paged_figures
-from aiinfra.infer.paged_waste import (
+from aiinfra.infer.paged import figures as paged_figures
+from aiinfra.infer.paged.waste import (
     WasteReport,
     kv_bytes_per_token,
     request_stream_waste,
