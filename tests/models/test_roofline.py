@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from aiinfra.hardware import GPUS
+from aiinfra.accelerators import GPUS
 from aiinfra.models.attention.gqa import grouped_attention
 from aiinfra.models.attention.kv_cache_size import measured_elements_per_token
 from aiinfra.models.flash.attention import standard_attention

@@ -26,7 +26,7 @@ from typing import Protocol
 
 import numpy as np
 
-from aiinfra.hardware import Gpu
+from aiinfra.accelerators import Gpu
 from aiinfra.models.attention.kv_cache_size import elements_per_token
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.flops import attention_flops_per_token, matmul_parameters

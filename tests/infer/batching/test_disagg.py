@@ -1,8 +1,8 @@
 """Tests of the prefill/decode disaggregation model: hand schedules and transfers."""
 
 import pytest
+from aiinfra.accelerators import GPUS
 from aiinfra.comm.cost import LinkModel
-from aiinfra.hardware import GPUS
 from aiinfra.infer.batching.disagg import (
     kv_transfer_time,
     simulate_colocated,

@@ -8,7 +8,7 @@ mean time in an M/D/1 queue, and token conservation.
 import numpy as np
 import pytest
 import torch
-from aiinfra.hardware import GPUS, Gpu
+from aiinfra.accelerators import GPUS, Gpu
 from aiinfra.infer.batching.simulator import simulate_continuous, simulate_static
 from aiinfra.infer.step_cost import LinearStepCost, RooflineStepCost
 from aiinfra.infer.trace import Record, Request, latency_summary, poisson_trace

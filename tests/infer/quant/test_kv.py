@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from aiinfra.hardware import GPUS
+from aiinfra.accelerators import GPUS
 from aiinfra.infer.quant.kv import (
     dequantize_kv,
     kv_attention_error,

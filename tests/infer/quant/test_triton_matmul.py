@@ -12,7 +12,7 @@ import aiinfra.infer.quant.triton_matmul as quant_triton
 import pytest
 import torch
 import torch.nn.functional as F
-from aiinfra.hardware import GPUS
+from aiinfra.accelerators import GPUS
 from aiinfra.infer.quant.rtn import QuantizedLinear, dequantize, pack_int4, quantize
 from aiinfra.models.presets import preset
 

@@ -2,12 +2,12 @@
 
 Write time B / W, staging time (B / N) / PCIe bandwidth, and a step's time from its
 FLOPs at an assumed MFU (:func:`aiinfra.models.flops.training_flops_per_token`,
-:data:`aiinfra.hardware.specs.GPUS`).
+:data:`aiinfra.accelerators.GPUS`).
 """
 
 from __future__ import annotations
 
-from aiinfra.hardware.specs import GPUS
+from aiinfra.accelerators import GPUS
 from aiinfra.models.flops import training_flops_per_token
 from aiinfra.models.presets import preset
 from aiinfra.storage import training_checkpoint_bytes, write_seconds

@@ -13,8 +13,8 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from aiinfra import results
+from aiinfra.accelerators import GPUS
 from aiinfra.hardware.reliability import LLAMA3_405B
-from aiinfra.hardware.specs import GPUS
 from aiinfra.models.presets import preset
 from aiinfra.report import Table
 from aiinfra.storage import (

@@ -13,7 +13,7 @@ from functools import cache
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
-from aiinfra.hardware import GPUS
+from aiinfra.accelerators import GPUS
 from aiinfra.infer.batching.disagg import (
     kv_transfer_time,
     simulate_colocated,

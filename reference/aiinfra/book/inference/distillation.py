@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from matplotlib.figure import Figure
 
-from aiinfra.hardware import GPUS
+from aiinfra.accelerators import GPUS
 from aiinfra.infer.distill.loss import distillation_loss, soft_targets
 from aiinfra.infer.distill.train import load_distillation
 from aiinfra.models.config import TransformerConfig

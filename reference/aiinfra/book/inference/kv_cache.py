@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
-from aiinfra.hardware import GPUS
+from aiinfra.accelerators import GPUS
 from aiinfra.infer.kv import decode, decode_bench
 from aiinfra.models.attention.kv_cache_size import elements_per_token
 from aiinfra.models.flops import matmul_parameters

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from matplotlib.figure import Figure
 
-from aiinfra.hardware import GPUS
+from aiinfra.accelerators import GPUS
 from aiinfra.infer.paged import figures as paged_figures
 from aiinfra.infer.paged.waste import (
     WasteReport,

@@ -12,7 +12,7 @@ from functools import cache
 import torch
 from matplotlib.figure import Figure
 
-from aiinfra.hardware import GPUS
+from aiinfra.accelerators import GPUS
 from aiinfra.infer.quant import kv as kv_quant
 from aiinfra.infer.quant.outliers import (
     OUTLIER_THRESHOLD,

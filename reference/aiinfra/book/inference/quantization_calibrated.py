@@ -17,7 +17,7 @@ import torch
 from matplotlib.figure import Figure
 from torch import Tensor
 
-from aiinfra.hardware import GPUS
+from aiinfra.accelerators import GPUS
 from aiinfra.infer.quant.awq import AWQResult, awq_search
 from aiinfra.infer.quant.evaluate import DEFAULT_PATH
 from aiinfra.infer.quant.gptq import PERCDAMP

@@ -14,7 +14,7 @@ import functools
 import torch
 from matplotlib.figure import Figure
 
-from aiinfra.hardware import GPUS
+from aiinfra.accelerators import GPUS
 from aiinfra.infer.speculative.bench import load_speculative_bench
 from aiinfra.infer.speculative.decoding import (
     acceptance_rate,

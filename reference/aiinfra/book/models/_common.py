@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aiinfra.hardware import GPUS
+from aiinfra.accelerators import GPUS
 from aiinfra.models import kv_budget
 from aiinfra.models.presets import preset
 

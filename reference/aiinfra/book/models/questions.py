@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-from aiinfra.hardware import GPUS
+from aiinfra.accelerators import GPUS
 from aiinfra.models import flops, kv_budget
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.flash import steps

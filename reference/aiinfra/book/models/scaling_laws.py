@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from matplotlib.figure import Figure
 
-from aiinfra.hardware import GPUS
+from aiinfra.accelerators import GPUS
 from aiinfra.report import Table
 from aiinfra.scaling import figures, report, stamp
 from aiinfra.scaling.data import besiroglu_subset, chinchilla_points

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
-from aiinfra.hardware import GPUS
+from aiinfra.accelerators import GPUS
 from aiinfra.memory.calculator import GB, estimate_memory
 from aiinfra.models.flops import attention_flops_per_token, training_flops_per_token
 from aiinfra.models.presets import preset

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from matplotlib.figure import Figure
 
-from aiinfra.hardware import GPUS
+from aiinfra.accelerators import GPUS
 from aiinfra.precision import autocast, formats, fp8_tables, numerics
 from aiinfra.precision import figures as precision_figures
 from aiinfra.precision import tables as precision_tables

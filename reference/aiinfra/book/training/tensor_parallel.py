@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from matplotlib.figure import Figure
 
-from aiinfra.hardware import GPUS
+from aiinfra.accelerators import GPUS
 from aiinfra.memory.activations import activation_bytes_per_layer
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.layers import SwiGLU

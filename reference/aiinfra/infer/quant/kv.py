@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from aiinfra.hardware import Gpu
+from aiinfra.accelerators import Gpu
 from aiinfra.infer.quant.rtn import check_float_tensor
 from aiinfra.models.attention.kv_cache_size import elements_per_token
 from aiinfra.models.config import TransformerConfig

@@ -30,7 +30,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from aiinfra.hardware import Gpu
+from aiinfra.accelerators import Gpu
 from aiinfra.infer.quant.rtn import QuantizedLinear, check_float_tensor
 from aiinfra.infer.step_cost import fused_step, roof_time
 from aiinfra.models.config import TransformerConfig

@@ -11,7 +11,7 @@ a causal zig-zag layout a step computes half of a ``(T/p) x (T/p)`` block, ``2 B
 (T/p)^2 d`` FLOPs, against ``alpha + 2 B G (T/p) d w beta`` seconds of transfer, so the
 shard length ``s = T/p`` must reach the root of ``(2 B H d / F) s^2 - 2 B G d w beta s
 - alpha``, about ``G w F beta / H``. The GPU is the book's H100 at its peak bf16 rate
-(:data:`aiinfra.hardware.specs.GPUS`), the links those of
+(:data:`aiinfra.accelerators.GPUS`), the links those of
 :data:`aiinfra.parallel.data.overlap.H100_LINKS`.
 """
 

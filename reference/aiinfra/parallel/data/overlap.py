@@ -14,7 +14,7 @@ communication-bound whatever the bucketing. Buckets trade the other way: each
 all-reduce of n bytes pays 2 (p - 1) alpha of latency, a share f of its time once
 n >= p alpha (1 - f) / (f beta).
 The hardware is NVIDIA's H100 SXM (its peak from the book's GPU table,
-:data:`aiinfra.hardware.specs.GPUS`; NVLink 4 at 900 GB/s both directions, so
+:data:`aiinfra.accelerators.GPUS`; NVLink 4 at 900 GB/s both directions, so
 450 GB/s each way) and a 400 Gb/s NIC per GPU; the
 per-message latencies alpha are the communication chapter's cost model
 (:data:`aiinfra.comm.cost.LINKS`).
@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 from matplotlib.figure import Figure
 
+from aiinfra.accelerators import GPUS
 from aiinfra.comm.cost import LINKS, LinkModel, ring_all_reduce_time
-from aiinfra.hardware import GPUS
 
 
 @dataclass(frozen=True)

@@ -24,13 +24,13 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from aiinfra.accelerators import GPUS
 from aiinfra.comm.cost import (
     LINKS,
     LinkModel,
     ring_all_gather_time,
     ring_reduce_scatter_time,
 )
-from aiinfra.hardware import GPUS
 from aiinfra.models.params import count_parameters, norm_parameters
 from aiinfra.models.presets import preset
 from aiinfra.parallel.data.figures import Span
@@ -165,7 +165,7 @@ def layer_costs(
         n_ranks: p = N_d, ranks of the ring collectives.
         link: a key of :data:`~aiinfra.parallel.data.overlap.H100_LINKS` (its
             bandwidth per direction and latency).
-        gpu: a key of :data:`~aiinfra.hardware.specs.GPUS` (its dense BF16 peak).
+        gpu: a key of :data:`~aiinfra.accelerators.GPUS` (its dense BF16 peak).
 
     Raises:
         ValueError: ``tokens`` < 1, ``n_ranks`` < 2, or an unknown key.

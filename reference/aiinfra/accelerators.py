@@ -8,7 +8,8 @@ vendor prints the 2:4 structured-sparsity figure as the headline (NVIDIA's H100,
 H200 and B200 sheets), the table stores half of it and lists the format in
 ``sparse``, so that :meth:`Gpu.peak` can give the vendor's sparse figure back as
 twice the dense one. :data:`ACCELERATORS` holds every accelerator the book compares;
-:data:`GPUS` the three NVIDIA GPUs that the model and inference chapters use.
+:data:`GPUS` the three NVIDIA GPUs that the model and inference chapters use. The
+table is ground floor: it imports no chapter package, so every one may read it.
 """
 
 from __future__ import annotations

@@ -2,13 +2,13 @@
 
 import aiinfra.hardware
 import pytest
-from aiinfra.hardware import specs
-from aiinfra.hardware.specs import ACCELERATORS, GPUS, accelerator
+from aiinfra import accelerators as specs
+from aiinfra.accelerators import ACCELERATORS, GPUS, accelerator
 
-# The vendors' printed figures, TFLOP/s (TOPS for int8), typed from each source
-# URL in specs.py. "sparse" = the 2:4 figure the sheet prints (NVIDIA's H100, H200
-# and B200 sheets print only these for the tensor formats); "dense" = a figure the
-# sheet prints without sparsity.
+# The vendors' printed figures, TFLOP/s (TOPS for int8), typed from each source URL in
+# accelerators.py. "sparse" = the 2:4 figure the sheet prints (NVIDIA's H100, H200 and
+# B200 sheets print only these for the tensor formats); "dense" = a figure the sheet
+# prints without sparsity.
 PRINTED = {
     # A100 SXM 80GB datasheet: "312 | 624*" style, dense | sparse.
     "A100": {
