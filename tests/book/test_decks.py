@@ -17,6 +17,7 @@ import shutil
 import subprocess
 
 import pytest
+from aiinfra_book import compute  # docs/_ext: on the path by conftest
 
 from .chromium import _missing
 from .conftest import CHAPTERS, DOCS, label
@@ -123,19 +124,24 @@ def test_code_is_highlighted_as_its_language(decks, chapter):
 
 
 def _frames_targets(chapter: str) -> list[str]:
-    """The ``:frames:`` targets of a chapter, in deck (toctree) order."""
+    """The ``:frames:`` targets of a chapter, in deck (toctree) order, each with its
+    module (a page's own when it names none)."""
     index = (DOCS / chapter / "index.rst").read_text(encoding="utf-8")
     toc = index.split(".. toctree::", 1)[1].split("\n\n.. ", 1)[0]
     pages = re.findall(r"^   (\w[\w/-]*)\s*$", toc, re.M)
     found = []
     for page in pages:
         text = (DOCS / chapter / f"{page}.rst").read_text(encoding="utf-8")
-        found += re.findall(r"^\s+:frames: (\S.*)$", text, re.M)
+        module = compute.page_module(f"{chapter}/{page}")
+        found += [
+            compute.resolve(t, module)
+            for t in re.findall(r"^\s+:frames: (\S.*)$", text, re.M)
+        ]
     return found
 
 
 def _evaluate(target: str):
-    module, _, expression = target.partition(":")
+    module, expression = compute.split_target(target)
     return eval(expression, vars(importlib.import_module(module)))  # noqa: S307
 
 

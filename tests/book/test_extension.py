@@ -35,14 +35,46 @@ def test_format_value(value, spec, text):
     assert compute.format_value(value, spec) == text
 
 
-@pytest.mark.parametrize("target", ["busbw_factor(2)", ":x", "aiinfra.comm.results:"])
-def test_evaluate_rejects_a_target_without_module_and_expression(target):
-    with pytest.raises(ValueError, match="expected 'module:expression'"):
+PAGE = "aiinfra.book.models.flash_attention"
+
+
+@pytest.mark.parametrize(
+    ("target", "module", "expression"),
+    [
+        ("busbw_factor_table()", PAGE, "busbw_factor_table()"),
+        ("aiinfra.comm.cost:LINKS", "aiinfra.comm.cost", "LINKS"),
+        (" aiinfra.book.training.zero : f(1) ", "aiinfra.book.training.zero", "f(1)"),
+        # A ":" inside the expression is no module: a slice, a dict, a lambda, a
+        # walrus, a format spec, a prefix that is not a dotted name of the package.
+        ("x[1:2]", PAGE, "x[1:2]"),
+        ("{'a': 1}['a']", PAGE, "{'a': 1}['a']"),
+        ("(lambda: 3)()", PAGE, "(lambda: 3)()"),
+        ("aiinfra.x := 1", PAGE, "aiinfra.x := 1"),
+        ("f'{x:.3f}'", PAGE, "f'{x:.3f}'"),
+        ("math:comb(5, 2)", PAGE, "math:comb(5, 2)"),
+        ("aiinfra:x", PAGE, "aiinfra:x"),
+        ("aiinfra_x.y:z", PAGE, "aiinfra_x.y:z"),
+    ],
+)
+def test_a_target_names_its_module_or_is_the_pages(target, module, expression):
+    assert compute.split_target(target, PAGE) == (module, expression)
+
+
+@pytest.mark.parametrize("target", ["busbw_factor(2)", "aiinfra.comm.results:", " "])
+def test_evaluate_rejects_a_target_without_module_or_expression(target):
+    with pytest.raises(ValueError, match="expected 'expression'"):
         compute.evaluate(target)
 
 
+def test_a_page_module_is_named_after_the_page():
+    assert compute.page_module("models/flash_attention") == (
+        "aiinfra.book.models.flash_attention"
+    )
+
+
 def test_evaluate_runs_the_expression_in_the_module():
-    assert compute.evaluate("math:comb(5, 2) + pi * 0") == 10
+    assert compute.evaluate("comb(5, 2) + pi * 0", module="math") == 10
+    assert compute.evaluate("aiinfra.report:Table.__name__", module="math") == "Table"
 
 
 @pytest.mark.parametrize(

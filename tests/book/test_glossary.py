@@ -225,7 +225,7 @@ def check(
 
 def test_the_glossary_decides_each_term():
     entries = {e.term: e for e in read_glossary(GLOSSARY)}
-    # The decisions the issue names; and every name is one Sphinx extracted.
+    # Its decisions on the chapters' central terms; every name is one Sphinx extracted.
     assert all(entries[t].kept for t in ("rank", "hook", "bucket", "ZeRO"))
     assert entries["all-reduce"].rendering == "AllReduce"
     assert entries["all-reduce"].avoid == ("全归约",)

@@ -104,7 +104,7 @@ def test_every_label_has_a_meaning():
 def test_env_table_covers_the_variables_users_set():
     names = [v.name for v in ENV_VARS]
     assert len(names) == len(set(names))
-    asked = {  # the variables the book's issue asks for
+    asked = {  # the variables users set most: the page's table must have them
         "NCCL_DEBUG",
         "NCCL_DEBUG_SUBSYS",
         "NCCL_SOCKET_IFNAME",

@@ -24,7 +24,7 @@ import matplotlib.colors as mcolors
 import pytest
 import torch
 import torch.distributed as dist
-from aiinfra.book import communication as book
+from aiinfra.book.communication import questions
 from aiinfra.comm import (
     _validate,
     doubling,
@@ -409,10 +409,10 @@ def test_question_answers_match_the_closed_forms():
     # parent is v minus its lowest set bit, 5 - 1 = 4, and a bit worth 2^i fills in
     # round ceil(lg 8) - i = 3. Bytes per rank: 2 (N - 1)/N n/L with N = 2, L = 4
     # across nodes, 2 (p - 1)/p n for a flat ring, n = 64 MiB.
-    assert book.ring_steps_8_ranks() == 14
-    assert book.recursive_doubling_steps_8_ranks() == 3
-    assert book.rabenseifner_steps_8_ranks() == 6
-    assert book.broadcast_parent_of_rank_5() == 4
-    assert book.broadcast_round_of_rank_5() == 3
-    assert book.hierarchical_inter_node_mib() == pytest.approx(16)
-    assert book.flat_ring_mib() == pytest.approx(112)
+    assert questions.ring_steps_8_ranks() == 14
+    assert questions.recursive_doubling_steps_8_ranks() == 3
+    assert questions.rabenseifner_steps_8_ranks() == 6
+    assert questions.broadcast_parent_of_rank_5() == 4
+    assert questions.broadcast_round_of_rank_5() == 3
+    assert questions.hierarchical_inter_node_mib() == pytest.approx(16)
+    assert questions.flat_ring_mib() == pytest.approx(112)

@@ -1,7 +1,7 @@
 """The H100's memory levels against the totals NVIDIA's whitepaper prints."""
 
 import pytest
-from aiinfra.hardware import GPUS
+from aiinfra.accelerators import GPUS
 from aiinfra.hardware import gpu_memory as gm
 
 # NVIDIA H100 Tensor Core GPU Architecture whitepaper (2022), H100 SXM5 column:

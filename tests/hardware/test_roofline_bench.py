@@ -6,7 +6,7 @@ import matplotlib
 import pytest
 import torch
 from aiinfra import cli
-from aiinfra.hardware import GPUS
+from aiinfra.accelerators import GPUS
 from aiinfra.hardware import roofline_bench as rb
 from aiinfra.models.roofline import matmul, prefill_attention
 

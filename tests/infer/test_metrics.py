@@ -9,7 +9,7 @@ import random
 import numpy as np
 import pytest
 import torch
-from aiinfra.hardware import GPUS
+from aiinfra.accelerators import GPUS
 from aiinfra.infer import phase_bench as pb
 from aiinfra.infer.metrics import (
     RequestRecord,

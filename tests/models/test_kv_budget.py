@@ -2,8 +2,8 @@
 
 import pytest
 import torch
-from aiinfra.hardware import GPUS
-from aiinfra.models.attention import KVCache
+from aiinfra.accelerators import GPUS
+from aiinfra.models.attention.gqa import KVCache
 from aiinfra.models.kv_budget import kv_budget, kv_budget_table
 from aiinfra.models.params import count_parameters
 from aiinfra.models.presets import preset

@@ -2,10 +2,10 @@
 
 import pytest
 import torch
-from aiinfra.hardware import GPUS
-from aiinfra.models.attention import grouped_attention
-from aiinfra.models.flash_attention import standard_attention
-from aiinfra.models.kv_cache_size import measured_elements_per_token
+from aiinfra.accelerators import GPUS
+from aiinfra.models.attention.gqa import grouped_attention
+from aiinfra.models.attention.kv_cache_size import measured_elements_per_token
+from aiinfra.models.flash.attention import standard_attention
 from aiinfra.models.presets import preset
 from aiinfra.models.roofline import (
     decode_attention,

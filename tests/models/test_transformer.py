@@ -3,10 +3,10 @@
 import pytest
 import torch
 import torch.nn.functional as F
-from aiinfra.models.checkpoint_check import FAMILIES, tiny_hf_model
+from aiinfra.models.attention.mla import MultiHeadLatentAttention
 from aiinfra.models.config import TransformerConfig
+from aiinfra.models.hf.checkpoint_check import FAMILIES, tiny_hf_model
 from aiinfra.models.layers import GeluMLP
-from aiinfra.models.mla import MultiHeadLatentAttention
 from aiinfra.models.transformer import Transformer, generate_greedy
 
 MLA = FAMILIES["DeepSeek-V3"][1]

@@ -22,9 +22,9 @@ from collections.abc import Callable
 import torch
 import torch.distributed as dist
 from aiinfra.distributed import rank_device, run_distributed
-from aiinfra.parallel.ddp_bucketed import BucketedDDP
-from aiinfra.parallel.ddp_naive import NaiveDDP
-from aiinfra.parallel.token_loss import global_token_count, token_mean_loss
+from aiinfra.parallel.data.bucketed import BucketedDDP
+from aiinfra.parallel.data.naive import NaiveDDP
+from aiinfra.parallel.data.token_loss import global_token_count, token_mean_loss
 from aiinfra.parallel.toy import mlp, rank_share, regression_batches
 from torch import nn
 
@@ -245,16 +245,16 @@ def bad_group_errors() -> dict:
 # Checks that live next to their tests: (key, module, function). Each function takes
 # the group (None: the world) and returns plain numbers and strings.
 MODEL_PARALLEL_CHECKS = (
-    ("tp", "tests.parallel.test_tensor_parallel", "tensor_parallel_checks"),
+    ("tp", "tests.parallel.tensor.test_layers", "tensor_parallel_checks"),
     (
         "tpm",
-        "tests.parallel.test_tensor_parallel_model",
+        "tests.parallel.tensor.test_model",
         "tensor_parallel_model_checks",
     ),
-    ("pp", "tests.parallel.test_pipeline", "pipeline_checks"),
-    ("cp", "tests.parallel.test_context_parallel", "context_parallel_checks"),
+    ("pp", "tests.parallel.pipeline.test_executor", "pipeline_checks"),
+    ("cp", "tests.parallel.context.test_attention", "context_parallel_checks"),
     ("mesh", "tests.parallel.test_mesh", "mesh_checks"),
-    ("ep", "tests.models.test_expert_parallel", "expert_parallel_checks"),
+    ("ep", "tests.models.expert_parallel.test_layer", "expert_parallel_checks"),
 )
 
 

@@ -12,7 +12,7 @@ import torch
 import torch.distributed as dist
 from aiinfra.distributed import rank_device
 from aiinfra.parallel.toy import mlp, rank_share, regression_batches
-from aiinfra.parallel.zero_compare import (
+from aiinfra.parallel.zero.compare import (
     ADAMW,
     MAX_GRAD_NORM,
     RECIPE,
@@ -20,7 +20,7 @@ from aiinfra.parallel.zero_compare import (
     WIDTHS,
     adamw_groups,
 )
-from aiinfra.parallel.zero_memory import MEMORY_WIDTHS, measure_stages
+from aiinfra.parallel.zero.memory import MEMORY_WIDTHS, measure_stages
 from torch import nn
 
 STEPS = 5

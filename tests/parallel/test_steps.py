@@ -12,11 +12,12 @@ value, (2 - 2^-10) 2^15 = 65504; ``torch.amp.GradScaler``'s initial scale; Llama
 
 import pytest
 import torch
-from aiinfra.book import training
-from aiinfra.parallel import figures
-from aiinfra.parallel.ddp_bucketed import assign_buckets
-from aiinfra.parallel.ddp_naive import trainable_parameters
+from aiinfra.book.training import ddp, memory, questions, zero
+from aiinfra.parallel.data import figures
+from aiinfra.parallel.data.bucketed import assign_buckets
+from aiinfra.parallel.data.naive import trainable_parameters
 from aiinfra.parallel.toy import mlp
+from aiinfra.parallel.zero import figures as zero_figures
 from matplotlib.figure import Figure
 from matplotlib.text import Text
 
@@ -76,19 +77,19 @@ def test_overlap_timeline_equals_hand_computation():
 
 
 def test_book_timeline_equals_hand_computation_and_assign_buckets():
-    model = mlp(training.OVERLAP_WIDTHS)
-    t = figures.simulate_overlap(model, training.OVERLAP_BUCKET_BYTES)
+    model = mlp(ddp.OVERLAP_WIDTHS)
+    t = figures.simulate_overlap(model, ddp.OVERLAP_BUCKET_BYTES)
     names = {p: n for n, p in model.named_parameters()}
-    real = assign_buckets(trainable_parameters(model), training.OVERLAP_BUCKET_BYTES)
+    real = assign_buckets(trainable_parameters(model), ddp.OVERLAP_BUCKET_BYTES)
     assert t.buckets == [[names[p] for p in ps] for ps in real] == BOOK_BUCKETS
     assert [(s.start, s.end) for s in t.all_reduce] == BOOK_ALL_REDUCE
     assert t.sequential == BOOK_SEQUENTIAL
-    assert training.overlap_step() == 21244
-    assert training.overlap_step(25 * 2**20) == 25508  # DDP's default: one bucket
-    assert training.overlap_parameters() == 2112 + 3 * 4160 + 2080
+    assert questions.overlap_step() == 21244
+    assert questions.overlap_step(25 * 2**20) == 25508  # DDP's default: one bucket
+    assert ddp.overlap_parameters() == 2112 + 3 * 4160 + 2080
     assert figures.BACKWARD_TIME == 1  # the caption's time unit: one parameter's
     saved = 100 * (BOOK_SEQUENTIAL - 21244) / BOOK_SEQUENTIAL
-    assert training.overlap_saved_percent() == pytest.approx(saved)
+    assert ddp.overlap_saved_percent() == pytest.approx(saved)
 
 
 @pytest.mark.parametrize("cap", [16, 100, 20_000, 10**9])
@@ -128,14 +129,14 @@ def test_overlap_frames_show_each_bucket_after_its_all_reduce():
 
 
 def test_overlap_frames_count_is_buckets_plus_one_and_slide_sized():
-    frames = training.overlap_frames()
+    frames = ddp.overlap_frames()
     assert len(frames) == len(BOOK_BUCKETS) + 1
     last = spans(frames[-1].axes[0].patches, "all-reduce")
     assert sorted(last.values()) == BOOK_ALL_REDUCE
-    book = spans(training.overlap_figure().axes[0].patches, "all-reduce")
+    book = spans(ddp.overlap_figure().axes[0].patches, "all-reduce")
     assert book == last
     check_fonts(frames, smallest=14, width=10)
-    check_fonts([training.overlap_figure()], smallest=8, width=7, largest=10)
+    check_fonts([ddp.overlap_figure()], smallest=8, width=7, largest=10)
 
 
 def check_fonts(figs, smallest: float, width: float, largest: float = 99) -> None:
@@ -145,7 +146,7 @@ def check_fonts(figs, smallest: float, width: float, largest: float = 99) -> Non
         for t in texts:
             assert smallest <= t.get_fontsize() <= largest, t.get_text()
             has_word = any(w.isalpha() and len(w) >= 3 for w in t.get_text().split())
-            names = {name for name, _ in figures.STAGES.values()}
+            names = {name for name, _ in zero_figures.STAGES.values()}
             if t.get_text() not in names:  # words and numbers are separate texts
                 assert not (has_word and any(c.isdigit() for c in t.get_text()))
 
@@ -165,16 +166,16 @@ def drawn_bytes(ax, rank: int) -> tuple[float, ...]:
 
 
 def test_zero_frames_draw_the_papers_bytes_per_rank():
-    frames = training.zero_stages_frames()
+    frames = zero.zero_stages_frames()
     assert len(frames) == 4  # DDP, then stages 1, 2 and 3
-    book = training.zero_stages_figure().axes
+    book = zero.zero_stages_figure().axes
     for stage, (frame, ax) in enumerate(zip(frames, book, strict=True)):
-        for rank in range(training.ZERO_FIGURE_RANKS):
+        for rank in range(zero.ZERO_FIGURE_RANKS):
             assert drawn_bytes(frame.axes[0], rank) == pytest.approx(PAPER[stage])
             assert drawn_bytes(ax, rank) == pytest.approx(PAPER[stage])
     assert [sum(PAPER[s]) for s in PAPER] == [16, 7, 5.5, 4]
     check_fonts(frames, smallest=14, width=10)
-    check_fonts([training.zero_stages_figure()], smallest=8, width=7, largest=10)
+    check_fonts([zero.zero_stages_figure()], smallest=8, width=7, largest=10)
 
 
 def test_bad_input_is_rejected_with_named_errors():
@@ -187,21 +188,21 @@ def test_bad_input_is_rejected_with_named_errors():
     with pytest.raises(ValueError, match="k must"):
         figures.draw_overlap_step(ax, t, 4, 14)
     with pytest.raises(ValueError, match="stage"):
-        figures.draw_zero_stage(ax, 4, 4)
+        zero_figures.draw_zero_stage(ax, 4, 4)
     with pytest.raises(ValueError, match="n_ranks"):
-        figures.draw_zero_stage(ax, 1, 0)
+        zero_figures.draw_zero_stage(ax, 1, 0)
 
 
 def test_question_answers_equal_independent_computations():
-    assert training.llama_parameters() == LLAMA_3_8B
+    assert memory.llama_parameters() == LLAMA_3_8B
     # ZeRO-3 holds 16 Psi / N bytes per rank: 128.5 GB over 24 GiB needs 5 ranks.
     assert 16 * LLAMA_3_8B / 4 > 24 * GIB >= 16 * LLAMA_3_8B / 5
-    assert training.llama_zero3_min_ranks(24) == 5
+    assert questions.llama_zero3_min_ranks(24) == 5
     per_rank = {1: 4 + 12 / 8, 2: 2 + 14 / 8, 3: 16 / 8}  # bytes per parameter, N = 8
     for stage, b in per_rank.items():
-        assert training.llama_zero_gib(stage, 8) == pytest.approx(b * LLAMA_3_8B / GIB)
-    assert training.loss_scale() == torch.amp.GradScaler("cpu").get_scale() == 2**16
-    assert training.largest_scaled_fp16_gradient() == (2 - 2**-10) * 2**15 / 2**16
+        assert questions.llama_zero_gib(stage, 8) == pytest.approx(b * LLAMA_3_8B / GIB)
+    assert questions.loss_scale() == torch.amp.GradScaler("cpu").get_scale() == 2**16
+    assert questions.largest_scaled_fp16_gradient() == (2 - 2**-10) * 2**15 / 2**16
 
 
 def test_second_edition_values_equal_hand_computations():
@@ -209,12 +210,10 @@ def test_second_edition_values_equal_hand_computations():
     # 32 GiB + 32 MiB (32 sbh + 4 asb); DDP's torch 2.13 defaults 25 MiB and 1 MiB;
     # T* = 7/8 x 989e12 / 450e9 on NVLink; a token of 100 among T = 2500 tokens on
     # 2 ranks x 2 micro-batches weighs 2500 / (2 x 2 x 100) times 1/T.
-    assert training.llama_activations_gib_8k() == 354
-    assert training.llama_flash_ratio() == pytest.approx(354 / (32 + 1 / 32))
-    assert training.ddp_bucket_cap_mib() == 25
-    assert training.ddp_first_bucket_mib() == 1
-    assert training.overlap_tokens("nvlink") == pytest.approx(7 / 8 * 989e12 / 450e9)
-    assert training.token_weight(0, 0) == 2500 / 400
-    assert training.llama_model_states_gib("fp32") == pytest.approx(
-        18 * LLAMA_3_8B / GIB
-    )
+    assert memory.llama_activations_gib_8k() == 354
+    assert memory.llama_flash_ratio() == pytest.approx(354 / (32 + 1 / 32))
+    assert ddp.ddp_bucket_cap_mib() == 25
+    assert ddp.ddp_first_bucket_mib() == 1
+    assert ddp.overlap_tokens("nvlink") == pytest.approx(7 / 8 * 989e12 / 450e9)
+    assert ddp.token_weight(0, 0) == 2500 / 400
+    assert memory.llama_model_states_gib("fp32") == pytest.approx(18 * LLAMA_3_8B / GIB)

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from aiinfra.distributed import rank_device
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.transformer import Transformer
-from aiinfra.parallel.pipeline_schedules import make_schedule
+from aiinfra.parallel.pipeline.schedules import make_schedule
 from aiinfra.parallel.three_d import ThreeDParallel, split_blocks
 from aiinfra.plan.device_mesh import build_device_mesh, mesh_group_ranks
 from aiinfra.plan.mesh import MeshLayout

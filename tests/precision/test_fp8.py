@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from aiinfra.hardware import GPUS
+from aiinfra.accelerators import GPUS
 from aiinfra.precision.fp8 import (
     DelayedScaler,
     block_amax,

@@ -146,7 +146,7 @@ def english_api_uri(docname: str, target: str, package_dir: pathlib.Path) -> str
 
     Args:
         docname: the referring page, e.g. ``"training/pipeline"``.
-        target: a dotted name, e.g. ``"aiinfra.parallel.pipeline_sim.simulate"``;
+        target: a dotted name, e.g. ``"aiinfra.parallel.pipeline.simulator.simulate"``;
             a module's entry is ``module-<name>``.
         package_dir: the package's folder (``reference/aiinfra``).
     """

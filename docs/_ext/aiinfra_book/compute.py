@@ -1,8 +1,11 @@
 """Values and tables computed by the reference package at build time.
 
-- ``:calc:`module:expression|format``` evaluates ``expression`` in ``module``'s
-  namespace and inserts the formatted value, so prose cannot drift from the code.
-- ``.. aiinfra-table:: module:expression`` renders an :class:`aiinfra.report.Table`.
+- ``:calc:`expression|format``` evaluates ``expression`` in the namespace of the
+  page's own module (:func:`page_module`: ``docs/models/flash_attention.rst`` ->
+  ``aiinfra.book.models.flash_attention``) and inserts the formatted value, so prose
+  cannot drift from the code. ``:calc:`aiinfra.x.y:expression``` evaluates it in
+  another module of the package (:func:`split_target`): a value of another page.
+- ``.. aiinfra-table:: expression`` renders an :class:`aiinfra.report.Table`.
   What a reader reads as words is translatable: the caption, the column headers, the
   cells of the table's ``words`` columns (the row labels by default) that are words
   (:func:`is_words`) and the table's ``note``. Numbers and the computed ``stamp``
@@ -45,42 +48,89 @@ def cache_for(config: Config) -> Cache:
     return _CACHES[folder]
 
 
-def evaluate(target: str, cache: Cache | None = None, **names: Any) -> Any:
-    """Evaluate ``module:expression`` in the module's namespace plus ``names``.
+#: The package whose modules are the pages' own: page ``<chapter>/<page>`` shows
+#: names of ``aiinfra.book.<chapter>.<page>``.
+BOOK_PACKAGE = "aiinfra.book"
+
+# An explicit module: a dotted name of the package, then ":" (not ":=") at the start.
+# An expression never starts that way (a slice or a dict has its ":" inside brackets).
+_MODULE = re.compile(r"\s*(aiinfra(?:\.[A-Za-z_]\w*)+)\s*:(?!=)")
+
+
+def page_module(docname: str) -> str:
+    """The module of page ``docname``: ``models/flash_attention`` ->
+    ``aiinfra.book.models.flash_attention``."""
+    return ".".join([BOOK_PACKAGE, *docname.split("/")])
+
+
+def split_target(target: str, module: str | None = None) -> tuple[str, str]:
+    """``(module, expression)`` of a target.
+
+    A target is an expression, evaluated in ``module`` (the page's own), or
+    ``aiinfra.x.y:expression``, evaluated in that module of the package.
 
     Args:
-        target: ``"aiinfra.comm.cost:busbw_factor('all_reduce', 8)"``.
+        target: ``"busbw_factor_table()"`` or ``"aiinfra.comm.cost:LINKS['ib400']"``.
+        module: the module of a target without one.
+
+    Raises:
+        ValueError: no expression, or no module.
+    """
+    m = _MODULE.match(target)
+    if m:
+        module, expression = m[1], target[m.end() :]
+    else:
+        expression = target
+    if not module or not expression.strip():
+        raise ValueError(
+            "expected 'expression' (of the page's module) or 'aiinfra.x.y:expression',"
+            f" got {target!r}"
+        )
+    return module, expression.strip()
+
+
+def resolve(target: str, module: str | None = None) -> str:
+    """The target as ``module:expression``, its module made explicit (a cache key)."""
+    return ":".join(split_target(target, module))
+
+
+def evaluate(
+    target: str, cache: Cache | None = None, module: str | None = None, **names: Any
+) -> Any:
+    """Evaluate a target (:func:`split_target`) in its module's namespace plus
+    ``names``.
+
+    Args:
+        target: ``"aiinfra.comm.cost:busbw_factor('all_reduce', 8)"``, or an
+            expression of ``module``.
         cache: where to look the result up and store it; ``None`` computes.
+        module: the module of a target without one (the page's own).
         names: extra names visible to the expression.
 
     Raises:
-        ValueError: ``target`` has no ``module:`` prefix or no expression.
+        ValueError: ``target`` has no expression, or no module and ``module`` is None.
     """
-    module_name, sep, expression = target.partition(":")
-    if not sep or not module_name.strip() or not expression.strip():
-        raise ValueError(
-            f"expected 'module:expression', e.g. 'aiinfra.comm.cost:busbw_factor(...)',"
-            f" got {target!r}"
-        )
+    module_name, expression = split_target(target, module)
 
     def compute() -> Any:
-        module = importlib.import_module(module_name.strip())
-        namespace = dict(vars(module), **names)
-        return eval(expression.strip(), namespace)  # noqa: S307 - the book's sources
+        namespace = dict(vars(importlib.import_module(module_name)), **names)
+        return eval(expression, namespace)  # noqa: S307 - the book's sources
 
+    key = f"{module_name}:{expression}"
     if cache is None:
         return compute()
-    return cache.get(target.strip(), compute, module=module_name.strip())
+    return cache.get(key, compute, module=module_name)
 
 
 def module_of(target: str) -> str:
-    """The module a ``module:expression`` target is evaluated in."""
-    return target.partition(":")[0].strip()
+    """The module a resolved ``module:expression`` target is evaluated in."""
+    return split_target(target)[0]
 
 
 def note_computed(env: BuildEnvironment, config: Config, target: str) -> None:
-    """Note that the current page shows a result of ``target``: the page is read
-    again when that module's key (its code, what it imports, its data) changes."""
+    """Note that the current page shows a result of ``target`` (resolved: its
+    module explicit): the page is read again when that module's key (its code,
+    what it imports, its data) changes."""
     docname = env.current_document.docname
     env.aiinfra_computed.add(docname)
     module = module_of(target)
@@ -88,9 +138,16 @@ def note_computed(env: BuildEnvironment, config: Config, target: str) -> None:
     keys[module] = cache_for(config).module_key(module)
 
 
+def resolve_in(directive: SphinxDirective | SphinxRole, target: str) -> str:
+    """A target of the directive's page, its module made explicit."""
+    return resolve(target, page_module(directive.env.current_document.docname))
+
+
 def evaluate_in(directive: SphinxDirective | SphinxRole, target: str) -> Any:
-    """Evaluate for a page: cached, and the page is noted as computed."""
+    """Evaluate for a page: in the page's module, cached, the page noted as
+    computed."""
     env = directive.env
+    target = resolve_in(directive, target)
     note_computed(env, directive.config, target)
     docs = pathlib.Path(env.srcdir)
     return evaluate(target, cache_for(directive.config), DOCS=docs)
@@ -138,7 +195,7 @@ def is_words(text: str) -> bool:
 
 
 class CalcRole(SphinxRole):
-    """``:calc:`module:expression|spec```: a number computed at build time."""
+    """``:calc:`expression|spec```: a number computed at build time."""
 
     def run(self) -> tuple[list[nodes.Node], list[nodes.system_message]]:
         target, _, spec = self.text.rpartition("|")
@@ -216,7 +273,7 @@ def table_nodes(
 
 
 class TableDirective(SphinxDirective):
-    """``.. aiinfra-table:: module:expression``: a Table computed at build time."""
+    """``.. aiinfra-table:: expression``: a Table computed at build time."""
 
     required_arguments = 1
     final_argument_whitespace = True

@@ -1,6 +1,6 @@
 """Figures drawn by the reference package at build time, in the edition's language.
 
-``.. aiinfra-figure:: module:expression`` calls a function returning a matplotlib
+``.. aiinfra-figure:: expression`` calls a function returning a matplotlib
 ``Figure`` (from the cache of :mod:`.cache`, like every computed value) and inserts
 it as an SVG; the directive's content is the caption.
 
@@ -38,10 +38,10 @@ from sphinx.util.i18n import docname_to_domain
 from .compute import (
     cache_for,
     evaluate,
-    evaluate_in,
     is_words,
     module_of,
     note_computed,
+    resolve_in,
 )
 
 logger = logging.getLogger(__name__)
@@ -194,7 +194,8 @@ def cjk_fonts() -> list[str]:
 
 
 class FigureDirective(SphinxDirective):
-    """``.. aiinfra-figure:: module:expression``: a figure drawn at build time."""
+    """``.. aiinfra-figure:: expression``: a figure drawn at build time (its target
+    and ``:frames:`` as :func:`~.compute.split_target` reads them)."""
 
     required_arguments = 1
     final_argument_whitespace = True
@@ -206,9 +207,12 @@ class FigureDirective(SphinxDirective):
     }
 
     def run(self) -> list[nodes.Node]:
-        target = self.arguments[0]
-        frames = self.options.get("frames", "").strip()
         try:
+            # The page's module made explicit: the drawing transform and the cache
+            # see one name per figure, wherever it is shown.
+            target = resolve_in(self, self.arguments[0])
+            frames = self.options.get("frames", "").strip()
+            frames = resolve_in(self, frames) if frames else ""
             note_computed(self.env, self.config, target)
             if frames:
                 note_computed(self.env, self.config, frames)
@@ -221,21 +225,20 @@ class FigureDirective(SphinxDirective):
             if frames:
                 more = cache_for(self.config).get(
                     f"frames-strings\0{frames}",
-                    lambda: _strings(self, frames),
+                    lambda: _strings(self, frames, frames=True),
                     module=module_of(frames),
                 )
                 texts = list(dict.fromkeys([*texts, *more]))
         except Exception as exc:  # noqa: BLE001
             return [
                 self.state_machine.reporter.error(
-                    f"aiinfra-figure {target!r} failed: {type(exc).__name__}: {exc}",
+                    f"aiinfra-figure {self.arguments[0]!r} failed: "
+                    f"{type(exc).__name__}: {exc}",
                     line=self.lineno,
                 )
             ]
         source, line = self.get_source_info()
-        words = figure_texts(
-            "", texts=texts, target=target, frames=self.options.get("frames", "")
-        )
+        words = figure_texts("", texts=texts, target=target, frames=frames)
         words.source, words.line = source, line
         image = nodes.image(uri="", alt=self.options.get("alt", ""))
         if "width" in self.options:
@@ -258,16 +261,18 @@ class FigureDirective(SphinxDirective):
         return [fig]
 
 
-def _strings(directive: SphinxDirective, target: str) -> list[str]:
-    """The words of a figure, or of every frame of a list of figures.
+def _strings(
+    directive: SphinxDirective, target: str, frames: bool = False
+) -> list[str]:
+    """The words of a figure, or of every frame of a list of figures (``frames``);
+    ``target`` has its module (:func:`~.compute.resolve`).
 
     Frames are not kept in the cache (only their words and drawings are): pickling
     dozens of figures costs more than drawing them again.
     """
-    if target == directive.options.get("frames", "").strip():
-        value = evaluate(target, None, DOCS=pathlib.Path(directive.env.srcdir))
-    else:
-        value = evaluate_in(directive, target)
+    docs = pathlib.Path(directive.env.srcdir)
+    cache = None if frames else cache_for(directive.config)
+    value = evaluate(target, cache, DOCS=docs)
     figures = value if isinstance(value, list) else [value]
     if not figures or not all(_is_figure(f) for f in figures):
         raise TypeError(

@@ -1,13 +1,14 @@
 """Cloud native: a training job on Kubernetes, its image and its monitoring.
 
-:mod:`.job` describes a multi-node ``torchrun`` job once (:class:`TrainingJob`,
-checked before anything is rendered); :mod:`.manifests` renders it as a plain Indexed
-Job with a headless Service, a JobSet, a Kubeflow PyTorchJob or a Volcano Job, with
-Kueue's gang admission when a queue is named (``aiinfra k8s render``). The
-monitoring modules need the ``cloud`` extra and are imported by name:
-:mod:`.metrics` (the training exporter and the DCGM fields that matter),
-:mod:`.alerts` (Prometheus rules for the hardware chapter's failures) and
-:mod:`.dashboard` (a Grafana dashboard from the same metric list).
+:mod:`.container` reads a container's namespaces and cgroups and measures the
+training image; :mod:`.job` describes a multi-node ``torchrun`` job once
+(:class:`TrainingJob`) and :mod:`.manifests` renders it as an Indexed Job, a JobSet,
+a Kubeflow PyTorchJob or a Volcano Job, checked against the controllers' schemas in
+``crds/`` (:mod:`.crds`); :mod:`.gang` simulates gang scheduling; :mod:`.train` and
+:mod:`.restart_bench` kill a worker and measure the restart. The monitoring modules
+need the ``cloud`` extra and are imported by name: :mod:`.metrics` (the training
+exporter and the DCGM fields), :mod:`.alerts` (Prometheus rules) and
+:mod:`.dashboard` (a Grafana dashboard); :mod:`.cli` holds ``aiinfra k8s``.
 """
 
 from .job import TrainingJob

@@ -302,10 +302,10 @@ def measure(dockerfile: Path, context: Path, top: int = 8) -> dict:
     """What the containers page shows, measured once and stamped.
 
     Returns:
-        A dict: ``namespaces`` (type -> inode of this process), ``new_namespaces``
-        (how many of those with a fixed initial inode are not the host's),
-        ``cgroup`` (:func:`cgroup_limits`, ``None`` without cgroup v2) and ``image``
-        (:func:`image_distribution_sizes` and the Dockerfile's name).
+        A dict: ``namespaces``, this process's namespaces (``{type: inode}``);
+        ``new_namespaces``, how many of those with a fixed initial inode are not
+        the host's; ``cgroup``, its cgroup limits (``None`` where the machine has no
+        cgroup v2); and ``image``, :func:`image_distribution_sizes`.
     """
     ours = namespaces()
     fixed = [k for k in INITIAL_INODES if k in ours]

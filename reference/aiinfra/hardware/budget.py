@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aiinfra.hardware.specs import GPUS
+from aiinfra.accelerators import GPUS
 from aiinfra.report import Table
 
 SECONDS_PER_DAY = 86_400
@@ -32,7 +32,7 @@ class PublishedRun:
         params: parameters used per token (the activated ones of a mixture of
             experts).
         tokens: training tokens.
-        gpu: the accelerator, a key of :data:`~aiinfra.hardware.specs.GPUS` whose
+        gpu: the accelerator, a key of :data:`~aiinfra.accelerators.GPUS` whose
             dense BF16 peak it has.
         gpu_hours: the GPU-hours the authors report.
         source: where the numbers are printed.
@@ -91,7 +91,7 @@ def gpu_days(flops: float, gpu: str, mfu: float) -> float:
 
     Args:
         flops: the budget ``C``.
-        gpu: a key of :data:`~aiinfra.hardware.specs.GPUS`; its dense BF16 peak.
+        gpu: a key of :data:`~aiinfra.accelerators.GPUS`; its dense BF16 peak.
         mfu: the fraction of that peak the run achieves, in (0, 1].
 
     Raises:

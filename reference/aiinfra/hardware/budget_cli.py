@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import argparse
 
+from aiinfra.accelerators import GPUS
 from aiinfra.clikit import int_at_least, positive_float
 
 from .budget import budget_table, published_runs_table
-from .specs import GPUS
 
 
 def _fraction(text: str) -> float:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aiinfra.hardware.specs import GPUS
+from aiinfra.accelerators import GPUS
 
 KIB = 1024
 # NVIDIA H100 Tensor Core GPU Architecture whitepaper (2022), table of H100 SXM5

@@ -16,8 +16,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from aiinfra.accelerators import ACCELERATORS, Gpu
 from aiinfra.hardware.rails import HGX_H100
-from aiinfra.hardware.specs import ACCELERATORS, Gpu
 
 #: PCIe Gen5 x16 per direction, bytes/s (H100 SXM datasheet: 128 GB/s both ways).
 PCIE5_X16_BYTES_PER_S = 64e9
@@ -73,7 +73,7 @@ class HgxNode:
     """An HGX-class node: GPUs on NVSwitches, one NIC per GPU, two sockets.
 
     Args:
-        gpu: the key of the GPU in :data:`~aiinfra.hardware.specs.ACCELERATORS`.
+        gpu: the key of the GPU in :data:`~aiinfra.accelerators.ACCELERATORS`.
         n_gpus: GPUs on the baseboard, split evenly over the sockets.
         nvlinks_per_gpu: NVLinks each GPU bonds to the NVSwitches (18 on H100).
         nvswitches: NVSwitch chips on the baseboard (4 on HGX H100).

@@ -1,12 +1,13 @@
-"""Serving a model fast: sampling, speculative decoding, quantization, paged KV cache.
+"""Serving a model fast: the inference chapter's code.
 
-The inference chapter's code, first part: :mod:`~aiinfra.infer.sampling` (temperature,
-top-k, top-p, min-p, repetition penalty, each equal to transformers' own),
-:mod:`~aiinfra.infer.speculative` (the exact acceptance rule and a draft-and-verify
-loop), :mod:`~aiinfra.infer.quant` (round-to-nearest int8/int4, per tensor, channel or
-group, and a weight-only linear layer) with :mod:`~aiinfra.infer.quant_outliers`
-(LLM.int8), :mod:`~aiinfra.infer.block_allocator` (KV blocks, block tables,
-copy-on-write and prefix caching), :mod:`~aiinfra.infer.paged_attention` (decode
-attention through block tables) and :mod:`~aiinfra.infer.paged_waste` (reserved
-against used KV memory).
+At the root, what every part of serving reads: :mod:`.metrics` (TTFT, TPOT,
+throughput, goodput), :mod:`.trace` (request traces and what a server made of
+them), :mod:`.step_cost` (a roofline model of one serving step), :mod:`.phase_bench`
+(prefill and decode on a GPU's roofline) and :mod:`.sampling` (temperature, top-k,
+top-p, min-p, repetition penalty, each equal to transformers' own); :mod:`.cli`,
+:mod:`.bench_cli` and :mod:`.serve_cli` are the chapter's commands. A folder per
+idea, in the chapter's order: :mod:`.kv` (the KV cache), :mod:`.paged` (paged
+attention), :mod:`.batching` (continuous batching, disaggregation), :mod:`.engine`
+(the engine and its server), :mod:`.quant` (quantization), :mod:`.distill`
+(distillation) and :mod:`.speculative` (speculative decoding).
 """

@@ -15,7 +15,8 @@ from typing import Any
 
 from aiinfra import results
 from aiinfra.clikit import int_at_least, int_list
-from aiinfra.infer import decode_bench, engine_bench
+from aiinfra.infer.engine import bench as engine_bench
+from aiinfra.infer.kv import decode_bench
 from aiinfra.report import Table
 
 

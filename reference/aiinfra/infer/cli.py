@@ -4,13 +4,13 @@ The benches are ``decode``, ``engine`` (both in :mod:`.bench_cli`), ``phases`` a
 ``speculative``.
 
 ``aiinfra bench decode`` times greedy decoding with and without the KV cache, token
-by token (:mod:`aiinfra.infer.decode_bench`), and stamps the result into
+by token (:mod:`aiinfra.infer.kv.decode_bench`), and stamps the result into
 ``docs/_data/bench/decode-cpu.json`` (or ``--out``)::
 
     aiinfra bench decode --new-tokens 512 --repeats 2
 
-``aiinfra serve`` runs the engine (:mod:`aiinfra.infer.engine`) behind an
-OpenAI-compatible HTTP API on 127.0.0.1 (:mod:`aiinfra.infer.server`)::
+``aiinfra serve`` runs the engine (:mod:`aiinfra.infer.engine.core`) behind an
+OpenAI-compatible HTTP API on 127.0.0.1 (:mod:`aiinfra.infer.engine.server`)::
 
     aiinfra serve --model tiny --port 8000
 """
@@ -23,19 +23,16 @@ import sys
 
 from aiinfra import results
 from aiinfra.clikit import Command, int_at_least, int_list, positive_float
-from aiinfra.infer import (
-    distill_train,
-    phase_bench,
-    quant_eval,
-    serve_cli,
-    speculative_bench,
-)
+from aiinfra.infer import phase_bench, serve_cli
 from aiinfra.infer.bench_cli import (
     add_bench_decode,
     add_bench_engine,
     run_bench_decode,
     run_bench_engine,
 )
+from aiinfra.infer.distill import train as distill_train
+from aiinfra.infer.quant import evaluate as quant_eval
+from aiinfra.infer.speculative import bench as speculative_bench
 
 
 def add_bench_speculative(parser: argparse.ArgumentParser) -> None:

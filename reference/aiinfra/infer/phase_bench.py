@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from aiinfra import results
-from aiinfra.hardware import Gpu
+from aiinfra.accelerators import Gpu
 from aiinfra.infer.step_cost import fused_step, roof_time
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.roofline import Kernel, decode_attention, matmul, prefill_attention

@@ -20,8 +20,8 @@ import sys
 import torch
 
 from aiinfra.clikit import int_at_least
-from aiinfra.infer.engine import Engine
-from aiinfra.infer.server import InferenceServer, check_host
+from aiinfra.infer.engine.core import Engine
+from aiinfra.infer.engine.server import InferenceServer, check_host
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.transformer import Transformer
 
@@ -87,7 +87,7 @@ def serve(
         allow_remote: bind a non-loopback address.
         **engine_options: ``num_blocks``, ``block_size``, ``max_num_seqs``,
             ``max_num_batched_tokens``, ``enable_prefix_caching`` of
-            :class:`~aiinfra.infer.engine.Engine`.
+            :class:`~aiinfra.infer.engine.core.Engine`.
 
     Raises:
         ValueError: a bad host or engine size; see also :func:`load_model`.

@@ -13,7 +13,7 @@ a prefill step by the FLOPs. The bound leaves out activations, the sampler and k
 launches; ``overhead`` adds a fixed time per step. :func:`fused_step` counts those
 FLOPs and bytes (of quantized weights too) and :func:`roof_time` times a kernel:
 the one count and the one roof, which
-:func:`~aiinfra.infer.quant_triton.decode_step_time` and
+:func:`~aiinfra.infer.quant.triton_matmul.decode_step_time` and
 :mod:`~aiinfra.infer.phase_bench` use as well. :class:`LinearStepCost` is a toy
 cost for schedules worked by hand.
 """
@@ -26,10 +26,10 @@ from typing import Protocol
 
 import numpy as np
 
-from aiinfra.hardware import Gpu
+from aiinfra.accelerators import Gpu
+from aiinfra.models.attention.kv_cache_size import elements_per_token
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.flops import attention_flops_per_token, matmul_parameters
-from aiinfra.models.kv_cache_size import elements_per_token
 from aiinfra.models.roofline import Kernel
 
 # (a prompt's new tokens in this step, its tokens cached before)

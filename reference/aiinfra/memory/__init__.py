@@ -1,11 +1,11 @@
 """Where the memory of training goes: a calculator, and measurements that check it.
 
-Model states (:mod:`~aiinfra.memory.model_states`, ZeRO's formulas), activations
-(:mod:`~aiinfra.memory.activations`, Korthikanti et al. 2022), the calculator
-(:mod:`~aiinfra.memory.calculator`), exact measurement on a CPU
-(:mod:`~aiinfra.memory.measure`, :mod:`~aiinfra.memory.tiny_gpt`) and activation
-checkpointing (:mod:`~aiinfra.memory.checkpoint`, :mod:`~aiinfra.memory.segments`).
-Models are described once, by :class:`aiinfra.models.config.TransformerConfig`;
+Model states (:mod:`.model_states`, ZeRO's formulas), activations
+(:mod:`.activations`, Korthikanti et al. 2022), the calculator (:mod:`.calculator`),
+exact measurement on a CPU (:mod:`.measure`, :mod:`.tiny_gpt`, :mod:`.experiments`)
+and activation checkpointing (:mod:`.checkpoint`, :mod:`.segments`); :mod:`.tables`
+and :mod:`.figures` show them and :mod:`.cli` is ``aiinfra memory``. Models are
+described once, by :class:`aiinfra.models.config.TransformerConfig`;
 :func:`~aiinfra.models.presets.preset` and
 :func:`~aiinfra.models.params.count_parameters`, where every estimate starts, are
 re-exported here.

@@ -26,7 +26,7 @@ from aiinfra.memory.activations import ATTENTION, RECOMPUTE
 from aiinfra.memory.calculator import memory_report
 from aiinfra.memory.model_states import GRADIENT_LAYOUTS
 from aiinfra.models.config import TransformerConfig
-from aiinfra.models.hf_config import read_json_object
+from aiinfra.models.hf.config import read_json_object
 from aiinfra.models.presets import DENSE_PRESETS, is_moe, preset
 
 

@@ -1,14 +1,14 @@
 r"""The models chapter's commands: ``aiinfra bench attention`` and ``bench moe``.
 
 Times standard, tiled (PyTorch), Triton and SDPA attention over sequence lengths
-(:mod:`aiinfra.models.bench`); with ``--out`` the rows are stored as a stamped
+(:mod:`aiinfra.models.flash.bench`); with ``--out`` the rows are stored as a stamped
 results file (:mod:`aiinfra.results`, kind ``attention``)::
 
     aiinfra bench attention --device cuda --causal --head-dim 128 \\
         --passes forward,forward+backward --impl triton sdpa --out attention.json
 
 ``aiinfra bench moe`` times the token loop, the masked per-expert loop and the
-grouped expert computation of a MoE layer (:mod:`aiinfra.models.moe_bench`) and
+grouped expert computation of a MoE layer (:mod:`aiinfra.models.moe.bench`) and
 stamps them into ``docs/_data/bench/moe-cpu.json`` (or ``--out``).
 """
 
@@ -19,7 +19,8 @@ import sys
 
 from aiinfra import results
 from aiinfra.clikit import Command, int_at_least, names
-from aiinfra.models import bench, moe_bench
+from aiinfra.models.flash import bench
+from aiinfra.models.moe import bench as moe_bench
 
 
 def add_bench_attention(parser: argparse.ArgumentParser) -> None:

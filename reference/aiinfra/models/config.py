@@ -12,10 +12,10 @@ Mistral a sliding window) or the GPT-2/GPT-3 family (LayerNorm, a GELU MLP, lear
 positions, biases everywhere). Mixture-of-experts models (Mixtral, Qwen-MoE,
 DeepSeek-V2/V3) replace the MLP of every layer after the first ``first_dense_layers``
 by ``E`` routed SwiGLU experts of width ``d_e``, ``K`` per token, plus ``E_s`` shared
-ones; the routing switches are those of :class:`~aiinfra.models.moe_spec.MoESpec`,
+ones; the routing switches are those of :class:`~aiinfra.models.moe.spec.MoESpec`,
 under the same names. :meth:`TransformerConfig.from_hf_config` maps the
-Hugging Face names onto these (:mod:`aiinfra.models.hf_config`,
-:mod:`aiinfra.models.hf_moe_config`) and rejects a missing
+Hugging Face names onto these (:mod:`aiinfra.models.hf.config`,
+:mod:`aiinfra.models.hf.moe_config`) and rejects a missing
 or malformed field, or one this package does not model, by name. The configs of
 released models are in :mod:`aiinfra.models.presets`.
 """
@@ -27,8 +27,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from aiinfra.models import hf_config, hf_moe_config
-from aiinfra.models.moe_spec import MoESpec
+from aiinfra.models.hf import config as hf_config
+from aiinfra.models.hf import moe_config as hf_moe_config
+from aiinfra.models.moe.spec import MoESpec
 
 NORMS = ("rmsnorm", "layernorm")
 MLPS = ("swiglu", "gelu")
@@ -206,12 +207,12 @@ class TransformerConfig:
     ) -> TransformerConfig:
         """Build a config from a Hugging Face ``config.json`` (a dict or a path).
 
-        Both families of :mod:`aiinfra.models.hf_config` are read (Llama-style and
+        Both families of :mod:`aiinfra.models.hf.config` are read (Llama-style and
         GPT-2-style), and both RoPE layouts (top-level ``rope_theta`` of
         transformers 4, ``rope_parameters`` of transformers 5). Keys that do not
         change the computation (``torch_dtype``, ``architectures``, the balancing
         losses' weights) are ignored. The experts of Mixtral, Qwen2-MoE and
-        DeepSeek-V2/V3 are read (:func:`~aiinfra.models.hf_moe_config.moe_kwargs`).
+        DeepSeek-V2/V3 are read (:func:`~aiinfra.models.hf.moe_config.moe_kwargs`).
         For MLA models the head dimension is ``qk_nope_head_dim``, and
         ``v_head_dim`` must equal it.
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from aiinfra.hardware import GPUS, Gpu
+from aiinfra.accelerators import GPUS, Gpu
+from aiinfra.models.attention.kv_cache_size import elements_per_token
 from aiinfra.models.config import TransformerConfig
-from aiinfra.models.kv_cache_size import elements_per_token
 from aiinfra.models.params import count_parameters
 from aiinfra.models.presets import preset
 from aiinfra.report import Table
@@ -50,7 +50,7 @@ def kv_budget(
 
     Args:
         c: the model (a dense one: every layer as the config describes it).
-        gpu: the accelerator (:data:`~aiinfra.hardware.specs.GPUS`).
+        gpu: the accelerator (:data:`~aiinfra.accelerators.GPUS`).
         n_gpus: ``p``, the tensor-parallel group size.
         bytes_per_element: of the cache, 2 for bf16.
         bytes_per_weight: of the weights, 2 for bf16.

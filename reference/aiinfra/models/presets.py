@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from aiinfra.models.config import TransformerConfig
-from aiinfra.models.hf_moe_config import MOE_FIELDS
+from aiinfra.models.hf.moe_config import MOE_FIELDS
 
 _LLAMA3 = {
     "model_type": "llama",

@@ -15,9 +15,9 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from aiinfra.hardware import GPUS
+from aiinfra.accelerators import GPUS
+from aiinfra.models.attention.kv_cache_size import elements_per_token
 from aiinfra.models.config import TransformerConfig
-from aiinfra.models.kv_cache_size import elements_per_token
 from aiinfra.models.presets import preset
 from aiinfra.report import Table
 

@@ -1,20 +1,19 @@
 """A decoder-only Transformer from the pieces of this package, Llama or GPT style.
 
-The model (Vaswani et al. 2017, with the pre-norm, RMSNorm, RoPE and SwiGLU choices
-of Llama, Touvron et al. 2023) embeds tokens, applies ``L`` identical blocks
-``x = x + Attn(Norm(x))``, ``x = x + MLP(Norm(x))``, normalizes once more and
-projects to vocabulary logits with a head that is either its own matrix or the
-transposed embedding (tied, Press & Wolf 2017). The config picks the pieces: the
-attention of every block is grouped-query attention, or multi-head latent attention
-when ``kv_lora_rank`` is set; the GPT-2/GPT-3 family (Radford et al. 2019, Brown et
-al. 2020) swaps RMSNorm for LayerNorm, SwiGLU for a GELU MLP and RoPE for a learned
-table of positions added to the embeddings, with biases everywhere. In a
-mixture-of-experts config the MLP of every layer after the first
-``first_dense_layers`` is a :class:`~aiinfra.models.moe.MoELayer` (DeepSeek-V3 keeps
-three dense layers first, Mixtral none). Passing one
-cache per layer turns the same forward pass into incremental decoding, as in
-:func:`generate_greedy`. Notation: ``B`` batch, ``T`` tokens, ``h`` width, ``V``
-vocab.
+The model (Vaswani et al. 2017, with the pre-norm, RMSNorm, RoPE and SwiGLU choices of
+Llama, Touvron et al. 2023) embeds tokens, applies ``L`` identical blocks ``x = x +
+Attn(Norm(x))``, ``x = x + MLP(Norm(x))``, normalizes once more and projects to
+vocabulary logits with a head that is either its own matrix or the transposed embedding
+(tied, Press & Wolf 2017). The config picks the pieces: the attention of every block is
+grouped-query attention, or multi-head latent attention when ``kv_lora_rank`` is set;
+the GPT-2/GPT-3 family (Radford et al. 2019, Brown et al. 2020) swaps RMSNorm for
+LayerNorm, SwiGLU for a GELU MLP and RoPE for a learned table of positions added to the
+embeddings, with biases everywhere. In a mixture-of-experts config the MLP of every
+layer after the first ``first_dense_layers`` is a
+:class:`~aiinfra.models.moe.layer.MoELayer` (DeepSeek-V3 keeps three dense layers first,
+Mixtral none). Passing one cache per layer turns the same forward pass into incremental
+decoding, as in :func:`generate_greedy`. Notation: ``B`` batch, ``T`` tokens, ``h``
+width, ``V`` vocab.
 """
 
 from __future__ import annotations
@@ -24,11 +23,12 @@ import os
 import torch
 from torch import Tensor, nn
 
-from aiinfra.models.attention import GroupedQueryAttention, KVCache
+from aiinfra.models.attention.gqa import GroupedQueryAttention, KVCache
+from aiinfra.models.attention.mla import MultiHeadLatentAttention
 from aiinfra.models.config import TransformerConfig
-from aiinfra.models.layers import GeluMLP, RMSNorm, SwiGLU
-from aiinfra.models.mla import MultiHeadLatentAttention
-from aiinfra.models.moe import MoELayer
+from aiinfra.models.hf.checkpoint import read_pretrained
+from aiinfra.models.layers import GeluMLP, RMSNorm, RotaryEmbedding, SwiGLU
+from aiinfra.models.moe.layer import MoELayer
 
 
 def make_attention(
@@ -110,7 +110,10 @@ class Transformer(nn.Module):
     def from_pretrained(
         cls, directory: str | os.PathLike, dtype: torch.dtype = torch.float32
     ) -> Transformer:
-        """Load a Hugging Face checkpoint (:mod:`aiinfra.models.checkpoint`).
+        """Load a Hugging Face checkpoint (:mod:`aiinfra.models.hf.checkpoint`).
+
+        The model is built on the ``meta`` device (no memory, no random init), the
+        checkpoint's tensors are assigned to it, and the RoPE tables computed.
 
         Args:
             directory: holds ``config.json`` and ``model.safetensors`` (or
@@ -125,9 +128,19 @@ class Transformer(nn.Module):
             ValueError: the config is not modelled, or a tensor is missing,
                 unexpected or of the wrong shape.
         """
-        from aiinfra.models.checkpoint import load_pretrained  # imports this module
-
-        return load_pretrained(directory, dtype)
+        config, state = read_pretrained(directory, dtype)
+        with torch.device("meta"):
+            model = cls(config)
+        model.load_state_dict(state, assign=True)  # strict: every parameter, no other
+        if config.tie_embeddings:
+            model.head.weight = model.embed.weight  # assign=True made two parameters
+        for module in model.modules():  # non-persistent buffers: still on meta
+            if isinstance(module, RotaryEmbedding):
+                table = RotaryEmbedding(
+                    module.dim, module.max_seq_len, config.rope_theta
+                )
+                module.cos, module.sin = table.cos, table.sin
+        return model.eval()
 
     def new_caches(
         self,

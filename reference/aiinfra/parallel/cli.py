@@ -17,7 +17,8 @@ import torch
 
 from aiinfra import results
 from aiinfra.clikit import Command, int_at_least, positive_float, require
-from aiinfra.parallel import bench, zero_results
+from aiinfra.parallel.data import bench
+from aiinfra.parallel.zero import results as zero_results
 
 
 def add_bench_ddp(parser: argparse.ArgumentParser) -> None:

@@ -4,12 +4,12 @@ A rank of a ``dp x pp x tp`` device mesh (:func:`~aiinfra.plan.device_mesh.
 build_device_mesh`) holds one pipeline stage (its ``pp`` coordinate), of that stage
 only its tensor-parallel shard (``tp``), and trains on its share of the batch
 (``dp``). The three pieces are the chapter's own, composed, not rewritten: every
-block is a Megatron-split :class:`~aiinfra.parallel.tensor_parallel_model.
+block is a Megatron-split :class:`~aiinfra.parallel.tensor.model.
 TensorParallelBlock` over the ``tp`` group, the blocks are cut into stages run by a
-:class:`~aiinfra.parallel.pipeline_exec.PipelineExecutor` over the ``pp`` group, and
+:class:`~aiinfra.parallel.pipeline.executor.PipelineExecutor` over the ``pp`` group, and
 the gradients are averaged over the ``dp`` group before the optimizer step. The
 embedding, final norm and head are kept whole on their stage's ``tp`` ranks
-(Megatron splits them by vocabulary too; :mod:`aiinfra.parallel.vocab_parallel`
+(Megatron splits them by vocabulary too; :mod:`aiinfra.parallel.tensor.vocab`
 shows how), so each ``tp`` rank of the first and last stage computes them alike.
 The ranks talking to each other differ per dimension: a ``tp`` all-reduce joins
 consecutive ranks (inside a node), a pipeline send goes to the rank ``tp`` further
@@ -25,9 +25,9 @@ from torch import Tensor, nn
 from torch.distributed.device_mesh import DeviceMesh
 
 from aiinfra.models.transformer import Transformer
-from aiinfra.parallel.pipeline_exec import PipelineExecutor
-from aiinfra.parallel.pipeline_schedules import Schedule
-from aiinfra.parallel.tensor_parallel_model import TensorParallelBlock
+from aiinfra.parallel.pipeline.executor import PipelineExecutor
+from aiinfra.parallel.pipeline.schedules import Schedule
+from aiinfra.parallel.tensor.model import TensorParallelBlock
 
 DIMS = ("dp", "pp", "tp")
 
@@ -41,7 +41,7 @@ def split_blocks(model: Transformer, group: dist.ProcessGroup | None) -> Transfo
 
     Returns:
         The copy: embedding, norm and head whole, each block a
-        :class:`~aiinfra.parallel.tensor_parallel_model.TensorParallelBlock`.
+        :class:`~aiinfra.parallel.tensor.model.TensorParallelBlock`.
 
     Raises:
         TypeError: ``model`` is not a :class:`~aiinfra.models.transformer.Transformer`.
@@ -71,7 +71,7 @@ class ThreeDParallel:
         ValueError: ``mesh`` lacks one of the dimensions or has another of size
             > 1, ``schedule.p`` is not the ``pp`` size, or the model does not split
             (see :func:`split_blocks` and
-            :class:`~aiinfra.parallel.pipeline_exec.PipelineExecutor`). All checked
+            :class:`~aiinfra.parallel.pipeline.executor.PipelineExecutor`). All checked
             before any communication.
     """
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 import argparse
 import re
 
+from aiinfra.accelerators import GPUS
 from aiinfra.clikit import Command, int_at_least, positive_float
-from aiinfra.hardware import GPUS
 from aiinfra.memory.activations import ATTENTION
 from aiinfra.plan.job import Job
 from aiinfra.plan.report import plan_table
@@ -43,7 +43,7 @@ def tokens(text: str) -> int:
 
 
 def gpu_kind(text: str) -> str:
-    """An argparse type: a key of :data:`aiinfra.hardware.specs.GPUS`, any case."""
+    """An argparse type: a key of :data:`aiinfra.accelerators.GPUS`, any case."""
     if text.upper() not in GPUS:
         raise argparse.ArgumentTypeError(
             f"must be one of {', '.join(sorted(GPUS))}, got {text!r}"

@@ -40,13 +40,13 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+from aiinfra.accelerators import GPUS
 from aiinfra.comm.cost import (
     LinkModel,
     ring_all_gather_time,
     ring_all_reduce_time,
     ring_reduce_scatter_time,
 )
-from aiinfra.hardware import GPUS
 from aiinfra.memory.model_states import gradient_layout
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.flops import attention_flops_per_token, training_flops_per_token

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from aiinfra.accelerators import GPUS
 from aiinfra.comm.cost import LINKS, LinkModel
-from aiinfra.hardware import GPUS
 from aiinfra.memory.activations import ATTENTION, RECOMPUTE
 from aiinfra.memory.model_states import GRADIENT_LAYOUTS
 from aiinfra.models.config import TransformerConfig
@@ -53,7 +53,7 @@ class Job:
 
     Args:
         model: the model.
-        gpu: a key of :data:`aiinfra.hardware.specs.GPUS` (``"H100"``).
+        gpu: a key of :data:`aiinfra.accelerators.GPUS` (``"H100"``).
         gpus: GPUs of the job; whole nodes, or part of one node.
         global_batch: tokens per optimizer step.
         seq: T, tokens per sequence; must divide ``global_batch``.

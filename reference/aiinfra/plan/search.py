@@ -26,7 +26,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from aiinfra.hardware import GPUS
+from aiinfra.accelerators import GPUS
 from aiinfra.plan.cost import StepTime, step_time
 from aiinfra.plan.job import Job, Layout
 from aiinfra.plan.stage_memory import StageMemory, stage_memory

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from aiinfra.models.config import TransformerConfig
-from aiinfra.models.hf_config import read_json_object
+from aiinfra.models.hf.config import read_json_object
 from aiinfra.models.presets import DENSE_PRESETS, PRESETS, is_moe
 
 # Dubey et al. 2024 ("The Llama 3 Herd of Models"), Table 3, in config.json fields.

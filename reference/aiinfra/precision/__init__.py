@@ -1,11 +1,11 @@
 """Mixed precision: number formats, dynamic loss scaling, fp32 master weights.
 
-Bit layouts and ranges derived from ``torch.finfo`` (:mod:`~aiinfra.precision.formats`),
-what they do to training numbers (:mod:`~aiinfra.precision.numerics`), a loss scaler
-with ``torch.amp.GradScaler``'s rule (:mod:`~aiinfra.precision.loss_scaler`) and
-master weights (:mod:`~aiinfra.precision.master_weights`), after Micikevicius et al.
-2018; what autocast runs in which dtype (:mod:`~aiinfra.precision.autocast`) and FP8
-with per-tensor, per-tile and per-block scales (:mod:`~aiinfra.precision.fp8`).
+Bit layouts and ranges derived from ``torch.finfo`` (:mod:`.formats`), what they do
+to training numbers (:mod:`.numerics`), a loss scaler with ``torch.amp.GradScaler``'s
+rule (:mod:`.loss_scaler`) and master weights (:mod:`.master_weights`), after
+Micikevicius et al. 2018; what autocast runs in which dtype (:mod:`.autocast`) and
+FP8 with per-tensor, per-tile and per-block scales (:mod:`.fp8`); :mod:`.tables`,
+:mod:`.fp8_tables` and :mod:`.figures` show them.
 """
 
 from aiinfra.precision.autocast import autocast_dtypes

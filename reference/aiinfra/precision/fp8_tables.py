@@ -6,7 +6,7 @@ E4M3 with each granularity of :data:`aiinfra.precision.fp8.GRANULARITIES`; the
 error is measured on the whole tensor and on the ordinary values alone, the ones an
 outlier's scale pushes towards the subnormals. A matmul with inputs rounded to each
 format puts the error beside the H100's dense peak of the format
-(:data:`aiinfra.hardware.specs.GPUS`). A tensor that jumps in size shows what delayed
+(:data:`aiinfra.accelerators.GPUS`). A tensor that jumps in size shows what delayed
 scaling does that current scaling does not.
 """
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 from matplotlib.figure import Figure
 
-from aiinfra.hardware import GPUS
+from aiinfra.accelerators import GPUS
 from aiinfra.precision.formats import DTYPES, float_format, to_tf32
 from aiinfra.precision.fp8 import (
     E4M3_MAX,

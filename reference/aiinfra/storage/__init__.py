@@ -1,12 +1,12 @@
 """Storage and checkpoints: what a training run writes, and how it reads its data.
 
 Checkpoint sizes from the memory calculator and the time to write them
-(:mod:`~aiinfra.storage.sizes`); sharded checkpoints that load on another number of
-ranks (:mod:`~aiinfra.storage.sharded`, ``torch.distributed.checkpoint``);
-asynchronous saves that overlap the write with training
-(:mod:`~aiinfra.storage.async_checkpoint`); an all-or-nothing commit that survives a
-rank dying mid-save (:mod:`~aiinfra.storage.atomic`); and memory-mapped token files
-read in fixed-length windows (:mod:`~aiinfra.storage.data`).
+(:mod:`.sizes`); sharded checkpoints that load on another number of ranks
+(:mod:`.sharded`, ``torch.distributed.checkpoint``); asynchronous saves that overlap
+the write with training (:mod:`.async_checkpoint`); an all-or-nothing commit that
+survives a rank dying mid-save (:mod:`.atomic`); memory-mapped token files read in
+fixed-length windows (:mod:`.data`); :mod:`.bench` measures them
+(``aiinfra bench storage``, :mod:`.cli`).
 """
 
 from aiinfra.storage.async_checkpoint import (

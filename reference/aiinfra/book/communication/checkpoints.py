@@ -2,8 +2,7 @@
 
 Sizes come from the memory calculator through :mod:`aiinfra.storage.sizes`; the
 measured numbers from the stamped file of ``aiinfra bench storage``
-(:mod:`aiinfra.storage.bench`); the cluster's cost model is in
-:mod:`.checkpoint_costs`.
+(:mod:`aiinfra.storage.bench`); the cluster's is a cost model (:mod:`._cluster`).
 """
 
 from __future__ import annotations
@@ -14,6 +13,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from aiinfra import results
+from aiinfra.accelerators import GPUS
 from aiinfra.hardware.reliability import LLAMA3_405B
 from aiinfra.models.presets import preset
 from aiinfra.report import Table
@@ -23,6 +23,8 @@ from aiinfra.storage import (
     training_checkpoint_bytes,
     write_seconds,
 )
+
+from . import _cluster
 
 GB = 1e9
 #: Models of the size table, smallest first.
@@ -251,3 +253,46 @@ def reshard_rows() -> int:
 def cpu_count() -> int:
     """Cores of the machine the storage benchmark ran on."""
     return _bench()["stamp"]["cpu_count"]
+
+
+CLUSTER_GPUS = _cluster.CLUSTER_GPUS  # GPUs of the cluster's cost model
+#: Aggregate storage bandwidths of the cluster table, bytes/s.
+CLUSTER_STORAGE = (100e9, LLAMA3_STORAGE_BANDWIDTH)
+
+
+def cluster_table() -> Table:
+    """Cost model: a save's stall, sync and async, against a step on 1,024 H100s."""
+    rows = []
+    for name in WRITE_MODELS[:2]:
+        for bw in CLUSTER_STORAGE:
+            c = _cluster.save_costs(name, bw)
+            step, sync, stage = c["step_s"], c["sync_s"], c["stage_ms"]
+            rows.append(
+                [name, f"{bw / GB:,.0f}", f"{step:.1f}", f"{sync:.1f}", f"{stage:.0f}"]
+            )
+    return Table(
+        ["model", "storage (GB/s)", "step (s)", "sync stall (s)", "async stall (ms)"],
+        rows,
+        note=(
+            "A cost model, not a measurement. Step: the step's FLOPs at the stated "
+            "MFU. Sync stall: the training checkpoint over the storage bandwidth. "
+            "Async stall: each GPU's share of it copied to host memory over PCIe "
+            "5.0 x16."
+        ),
+        stamp=(
+            f"{CLUSTER_GPUS:,} {GPUS[_cluster.CLUSTER_GPU].name}, "
+            f"MFU {_cluster.CLUSTER_MFU:.0%}, "
+            f"{_cluster.CLUSTER_BATCH_TOKENS / 2**20:.0f}Mi tokens per step in "
+            f"sequences of {_cluster.CLUSTER_SEQ:,}"
+        ),
+    )
+
+
+def cluster_value(model: str, what: str) -> float:
+    """The cluster model's ``step_s``, ``sync_s`` or ``stage_ms``, slower storage."""
+    return _cluster.save_costs(model, CLUSTER_STORAGE[0])[what]
+
+
+def cluster_storage_gb_s() -> float:
+    """The smaller storage bandwidth of the cluster model, GB/s."""
+    return CLUSTER_STORAGE[0] / GB

@@ -4,7 +4,7 @@ The token windows are drawn from :class:`aiinfra.storage.data.TokenWindows` on a
 small file; the loader and step rates come from the stamped file of ``aiinfra bench
 storage`` (measured on this book's CPU); the cluster's rates are a cost model: a
 step's FLOPs (:func:`aiinfra.models.flops.training_flops_per_token`) at an assumed
-MFU on a GPU of :data:`aiinfra.hardware.specs.GPUS`.
+MFU on a GPU of :data:`aiinfra.accelerators.GPUS`.
 """
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from aiinfra import results
-from aiinfra.hardware.specs import GPUS
+from aiinfra.accelerators import GPUS
 from aiinfra.models.flops import training_flops_per_token
 from aiinfra.models.presets import preset
 from aiinfra.report import Table
 from aiinfra.storage import TokenWindows, token_dtype, write_token_file
 
-from .checkpoint_costs import (
+from ._cluster import (
     CLUSTER_GPU,
     CLUSTER_MFU,
     CLUSTER_SEQ,

@@ -2,7 +2,7 @@
 
 The incast numbers are simulated by :mod:`aiinfra.comm.incast` (slots and packets,
 turned into time and bandwidth with :data:`PACKET_BYTES` at :data:`LINK_GBITS`);
-the scale-up bandwidths are the datasheets' of :data:`aiinfra.hardware.specs.GPUS`,
+the scale-up bandwidths are the datasheets' of :data:`aiinfra.accelerators.GPUS`,
 the NICs per GPU those of NVIDIA's DGX systems (:data:`NIC_GBITS_PER_GPU`).
 """
 
@@ -13,8 +13,8 @@ from functools import cache
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyBboxPatch
 
+from aiinfra.accelerators import GPUS
 from aiinfra.comm.incast import MODES, IncastConfig, IncastResult, simulate_incast
-from aiinfra.hardware.specs import GPUS
 from aiinfra.report import Table
 
 PACKET_BYTES = 4096  # a RoCE / InfiniBand MTU of 4 KiB

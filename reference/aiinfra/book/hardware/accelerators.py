@@ -1,6 +1,6 @@
 """What ``docs/hardware/accelerators.rst`` shows: the accelerator table as data.
 
-Every number comes from :data:`aiinfra.hardware.specs.ACCELERATORS` (dense peaks,
+Every number comes from :data:`aiinfra.accelerators.ACCELERATORS` (dense peaks,
 the vendors' sparse figures recovered as twice the dense ones).
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
-from aiinfra.hardware.specs import ACCELERATORS
+from aiinfra.accelerators import ACCELERATORS
 from aiinfra.report import Table
 
 _FORMATS = ("fp64", "fp32", "tf32", "bf16", "fp8", "fp4", "int8")

@@ -6,7 +6,7 @@ import math
 
 from matplotlib.figure import Figure
 
-from aiinfra.hardware import GPUS
+from aiinfra.accelerators import GPUS
 from aiinfra.hardware import gpu_memory as gm
 from aiinfra.hardware.matmul_triton import tile_traffic
 from aiinfra.report import Table

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from aiinfra.accelerators import GPUS
 from aiinfra.hardware import reliability as rel
-from aiinfra.hardware.specs import GPUS
 from aiinfra.hardware.topology import fat_tree
 
 _BF16_BYTES = 2

@@ -8,7 +8,7 @@ from typing import Any
 from matplotlib.figure import Figure
 
 from aiinfra import results
-from aiinfra.hardware import GPUS
+from aiinfra.accelerators import GPUS
 from aiinfra.hardware import roofline_bench as rb
 from aiinfra.report import Table
 

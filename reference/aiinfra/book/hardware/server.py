@@ -12,9 +12,9 @@ import math
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyBboxPatch
 
+from aiinfra.accelerators import ACCELERATORS
 from aiinfra.hardware import server as hw
 from aiinfra.hardware.rails import GB200_NVL72
-from aiinfra.hardware.specs import ACCELERATORS
 from aiinfra.report import Table
 
 _NODE = hw.HgxNode()

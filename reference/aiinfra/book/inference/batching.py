@@ -13,13 +13,13 @@ from functools import cache
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
-from aiinfra.hardware import GPUS
-from aiinfra.infer.disagg import (
+from aiinfra.accelerators import GPUS
+from aiinfra.infer.batching.disagg import (
     kv_transfer_time,
     simulate_colocated,
     simulate_disaggregated,
 )
-from aiinfra.infer.simulator import simulate_continuous, simulate_static
+from aiinfra.infer.batching.simulator import simulate_continuous, simulate_static
 from aiinfra.infer.step_cost import RooflineStepCost
 from aiinfra.infer.trace import Record, Request, latency_summary, poisson_trace
 from aiinfra.models.kv_budget import kv_budget

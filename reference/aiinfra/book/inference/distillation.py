@@ -2,7 +2,7 @@
 
 The training runs (a teacher, a student on labels, a student distilled) take tens of
 seconds, so they are read from ``docs/_data/distillation.json``, which
-``aiinfra distill`` writes (:func:`~aiinfra.infer.distill_train.stamp_distillation`).
+``aiinfra distill`` writes (:func:`~aiinfra.infer.distill.train.stamp_distillation`).
 The soft targets are the stamped teacher's logits at one frequent context, softened
 at build time; the gradient figure is computed from random logits at build time.
 """
@@ -16,9 +16,9 @@ from typing import Any
 import torch
 from matplotlib.figure import Figure
 
-from aiinfra.hardware import GPUS
-from aiinfra.infer.distill import distillation_loss, soft_targets
-from aiinfra.infer.distill_train import load_distillation
+from aiinfra.accelerators import GPUS
+from aiinfra.infer.distill.loss import distillation_loss, soft_targets
+from aiinfra.infer.distill.train import load_distillation
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.params import count_parameters
 from aiinfra.models.presets import preset

@@ -1,8 +1,8 @@
 """What ``docs/inference/engine.rst`` shows: its values, tables, figures.
 
-The layout figure is computed by :class:`~aiinfra.infer.model_runner.StepLayout`
+The layout figure is computed by :class:`~aiinfra.infer.engine.model_runner.StepLayout`
 on a three-sequence example; the timings come from the stamped file of
-``aiinfra bench engine`` (:mod:`aiinfra.infer.engine_bench`); the GPU comparison
+``aiinfra bench engine`` (:mod:`aiinfra.infer.engine.bench`); the GPU comparison
 is the roofline step cost of :mod:`aiinfra.book.inference.batching`.
 """
 
@@ -13,8 +13,8 @@ from functools import cache
 import torch
 from matplotlib.figure import Figure
 
-from aiinfra.infer import engine_bench
-from aiinfra.infer.model_runner import Chunk, StepLayout
+from aiinfra.infer.engine import bench as engine_bench
+from aiinfra.infer.engine.model_runner import Chunk, StepLayout
 from aiinfra.report import Table
 
 LAYOUT_BLOCK = 4  # block size of the layout example

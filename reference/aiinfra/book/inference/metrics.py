@@ -7,7 +7,7 @@ from functools import cache
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from aiinfra.hardware import GPUS
+from aiinfra.accelerators import GPUS
 from aiinfra.infer import phase_bench as pb
 from aiinfra.infer.metrics import RequestRecord, ServingPoint, Slo, goodput, summarize
 from aiinfra.infer.metrics import colocated_steady_state as steady_state

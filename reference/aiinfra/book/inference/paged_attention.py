@@ -11,9 +11,9 @@ from __future__ import annotations
 import torch
 from matplotlib.figure import Figure
 
-from aiinfra.hardware import GPUS
-from aiinfra.infer import paged_figures
-from aiinfra.infer.paged_waste import (
+from aiinfra.accelerators import GPUS
+from aiinfra.infer.paged import figures as paged_figures
+from aiinfra.infer.paged.waste import (
     WasteReport,
     kv_bytes_per_token,
     request_stream_waste,

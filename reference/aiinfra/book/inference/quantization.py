@@ -2,7 +2,7 @@
 
 Every figure is computed at build time from small tensors drawn from fixed
 generators (well under a second) or from the cost model of
-:func:`aiinfra.infer.quant_triton.decode_step_time`.
+:func:`aiinfra.infer.quant.triton_matmul.decode_step_time`.
 """
 
 from __future__ import annotations
@@ -12,15 +12,15 @@ from functools import cache
 import torch
 from matplotlib.figure import Figure
 
-from aiinfra.hardware import GPUS
-from aiinfra.infer import kv_quant
-from aiinfra.infer.quant import dequantize, quantize
-from aiinfra.infer.quant_outliers import (
+from aiinfra.accelerators import GPUS
+from aiinfra.infer.quant import kv as kv_quant
+from aiinfra.infer.quant.outliers import (
     OUTLIER_THRESHOLD,
     llm_int8_matmul,
     vectorwise_int8_matmul,
 )
-from aiinfra.infer.quant_triton import decode_step_time
+from aiinfra.infer.quant.rtn import dequantize, quantize
+from aiinfra.infer.quant.triton_matmul import decode_step_time
 from aiinfra.models.presets import preset
 
 LLAMA = "llama-3-8b"

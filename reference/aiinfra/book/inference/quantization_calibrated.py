@@ -4,7 +4,7 @@ SmoothQuant's and AWQ's figures are computed at build time on one synthetic laye
 whose activations have outlier channels (fixed generators, a few milliseconds).
 The perplexities and per-layer errors of the trained model are read from
 ``docs/_data/quant-eval.json``, which
-:func:`~aiinfra.infer.quant_eval.stamp_quant_eval` writes (training takes minutes).
+:func:`~aiinfra.infer.quant.evaluate.stamp_quant_eval` writes (training takes minutes).
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ import torch
 from matplotlib.figure import Figure
 from torch import Tensor
 
-from aiinfra.hardware import GPUS
-from aiinfra.infer.awq import AWQResult, awq_search
-from aiinfra.infer.gptq import PERCDAMP
-from aiinfra.infer.quant_eval import DEFAULT_PATH
-from aiinfra.infer.smoothquant import W8A8Linear, smooth, smoothing_scales
+from aiinfra.accelerators import GPUS
+from aiinfra.infer.quant.awq import AWQResult, awq_search
+from aiinfra.infer.quant.evaluate import DEFAULT_PATH
+from aiinfra.infer.quant.gptq import PERCDAMP
+from aiinfra.infer.quant.smoothquant import W8A8Linear, smooth, smoothing_scales
 from aiinfra.report import Table
 from aiinfra.results import machine_label
 
@@ -149,7 +149,7 @@ def _eval() -> dict[str, Any]:
     if not DEFAULT_PATH.is_file():
         raise FileNotFoundError(
             f"no quantization results at {DEFAULT_PATH}: make them with "
-            "aiinfra.infer.quant_eval.stamp_quant_eval()"
+            "aiinfra.infer.quant.evaluate.stamp_quant_eval()"
         )
     return json.loads(DEFAULT_PATH.read_text())
 

@@ -2,7 +2,7 @@
 
 Every figure runs the processors of :mod:`aiinfra.infer.sampling` at build time on
 small fixed inputs: a hand-made row of 12 logits, a Zipf law over 1000 tokens, and
-the synthetic second-order Markov language of :mod:`aiinfra.infer.distill_train`,
+the synthetic second-order Markov language of :mod:`aiinfra.infer.distill.train`,
 whose true probabilities are known, decoded for a few hundred tokens.
 """
 
@@ -14,7 +14,7 @@ import math
 import torch
 from matplotlib.figure import Figure
 
-from aiinfra.infer.distill_train import markov_language
+from aiinfra.infer.distill.train import markov_language
 from aiinfra.infer.sampling import (
     apply_temperature,
     min_p_filter,

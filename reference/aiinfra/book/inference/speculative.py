@@ -4,7 +4,7 @@ The acceptance rule runs at build time on a toy target ``p`` and draft ``q`` ove
 five tokens (20 000 rows at once, well under a second); the speed-up model is
 Leviathan et al.'s formula; the GPU figure is a roofline model from the datasheet
 (:mod:`aiinfra.hardware`); the CPU measurements are read from the stamped
-``docs/_data/bench/speculative-cpu.json`` (:mod:`aiinfra.infer.speculative_bench`).
+``docs/_data/bench/speculative-cpu.json`` (:mod:`aiinfra.infer.speculative.bench`).
 """
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ import functools
 import torch
 from matplotlib.figure import Figure
 
-from aiinfra.hardware import GPUS
-from aiinfra.infer.speculative import (
+from aiinfra.accelerators import GPUS
+from aiinfra.infer.speculative.bench import load_speculative_bench
+from aiinfra.infer.speculative.decoding import (
     acceptance_rate,
     expected_tokens_per_call,
     residual_distribution,
     verify,
 )
-from aiinfra.infer.speculative_bench import load_speculative_bench
 from aiinfra.infer.step_cost import roof_time
 from aiinfra.models.params import count_parameters
 from aiinfra.models.presets import preset

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
-from aiinfra.hardware import GPUS
-from aiinfra.models import (
-    kv_budget,
-    split_kv,
-)
+from aiinfra.accelerators import GPUS
+from aiinfra.models import kv_budget
+from aiinfra.models.flash import split_kv
 from aiinfra.models.presets import preset
 from aiinfra.report import Table
 
+from ._common import budget
 from .transformer import LLAMA, SEQ_LEN
 
 
@@ -25,13 +24,9 @@ def kv_budget_figure() -> Figure:
     return kv_budget.kv_budget_figure()
 
 
-def _budget(name: str, gpu: str, n: int = 1) -> kv_budget.KVBudget:
-    return kv_budget.kv_budget(preset(name), GPUS[gpu], n)
-
-
 def llama_h100_kv_tokens() -> int:
     """Tokens of bf16 cache that fit on one H100 next to Llama 3 8B."""
-    return _budget(LLAMA, "H100").tokens
+    return budget(LLAMA, "H100").tokens
 
 
 def llama_h100_sequences() -> int:
@@ -41,25 +36,25 @@ def llama_h100_sequences() -> int:
 
 def llama70_weights_gb() -> float:
     """Llama 3 70B's bf16 weights, GB."""
-    return _budget("llama-3-70b", "H100").weight_bytes / 1e9
+    return budget("llama-3-70b", "H100").weight_bytes / 1e9
 
 
 def llama70_min_h100s() -> int:
     """Smallest power-of-two group of H100s that holds Llama 3 70B and some cache."""
     n = 1
-    while _budget("llama-3-70b", "H100", n).tokens == 0:
+    while budget("llama-3-70b", "H100", n).tokens == 0:
         n *= 2
     return n
 
 
 def llama70_two_h100_sequences() -> int:
     """Sequences of 8192 tokens on two H100s next to Llama 3 70B."""
-    return _budget("llama-3-70b", "H100", 2).tokens // SEQ_LEN
+    return budget("llama-3-70b", "H100", 2).tokens // SEQ_LEN
 
 
 def llama70_four_h100_sequences() -> int:
     """Sequences of 8192 tokens on four H100s next to Llama 3 70B."""
-    return _budget("llama-3-70b", "H100", 4).tokens // SEQ_LEN
+    return budget("llama-3-70b", "H100", 4).tokens // SEQ_LEN
 
 
 def h100_sms() -> int:

@@ -12,13 +12,13 @@ import functools
 from matplotlib.figure import Figure
 
 from aiinfra.comm.cost import LINKS
-from aiinfra.models import expert_parallel_figures as figures
-from aiinfra.models.expert_parallel_cost import dispatch_bytes, ep_all_to_all_time
-from aiinfra.models.moe_spec import MoESpec
+from aiinfra.models.expert_parallel import figures
+from aiinfra.models.expert_parallel.cost import dispatch_bytes, ep_all_to_all_time
+from aiinfra.models.moe.spec import MoESpec
 from aiinfra.models.presets import preset
 from aiinfra.report import Table
 
-from .attention import GIB
+from .attention_variants import GIB
 
 MIB = 2**20
 EP_PRESET = "deepseek-v3"

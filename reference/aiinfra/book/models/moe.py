@@ -14,11 +14,13 @@ from dataclasses import replace
 import torch
 from matplotlib.figure import Figure
 
-from aiinfra.models import moe_bench, moe_figures
-from aiinfra.models.moe import MoELayer, Routing
-from aiinfra.models.moe_balance import BIAS_GAMMA, SWITCH_ALPHA, Z_LOSS_WEIGHT
-from aiinfra.models.moe_spec import MoESpec
-from aiinfra.models.moe_train import (
+from aiinfra.models.moe import bench as moe_bench
+from aiinfra.models.moe import figures as moe_figures
+from aiinfra.models.moe.balance import BIAS_GAMMA, SWITCH_ALPHA, Z_LOSS_WEIGHT
+from aiinfra.models.moe.layer import MoELayer
+from aiinfra.models.moe.routing import Routing
+from aiinfra.models.moe.spec import MoESpec
+from aiinfra.models.moe.train import (
     METHODS,
     BalanceRun,
     BalanceRunConfig,

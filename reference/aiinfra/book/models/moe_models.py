@@ -6,7 +6,7 @@ import math
 
 from matplotlib.figure import Figure
 
-from aiinfra.hardware import GPUS
+from aiinfra.accelerators import GPUS
 from aiinfra.models.flops import training_flops_per_token
 from aiinfra.models.params import (
     count_parameters,

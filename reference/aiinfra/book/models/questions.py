@@ -5,17 +5,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-from aiinfra.hardware import GPUS
-from aiinfra.models import (
-    flops,
-    kv_budget,
-    steps,
-)
+from aiinfra.accelerators import GPUS
+from aiinfra.models import flops, kv_budget
 from aiinfra.models.config import TransformerConfig
+from aiinfra.models.flash import steps
 from aiinfra.models.presets import preset
 
-from .attention import GIB
-from .decoding import _budget
+from ._common import budget
+from .attention_variants import GIB
 from .transformer import LLAMA, llama_context
 
 TILES_N, TILES_BLOCK = 2048, 128  # sequence and block length in the tiles question
@@ -48,7 +45,7 @@ def llama_layers() -> int:
 
 def llama_bf16_weights_gb() -> float:
     """Llama 3 8B's weights in bf16, GB."""
-    return _budget(LLAMA, "H100").weight_bytes / 1e9
+    return budget(LLAMA, "H100").weight_bytes / 1e9
 
 
 def _kv_tokens_fitting(c: TransformerConfig) -> int:

@@ -6,11 +6,9 @@ from dataclasses import replace
 
 from matplotlib.figure import Figure
 
-from aiinfra.models import (
-    attention_flops,
-    checkpoint_check,
-    flops,
-)
+from aiinfra.models import flops
+from aiinfra.models.attention import flops as attention_flops
+from aiinfra.models.hf import checkpoint_check
 from aiinfra.models.params import count_parameters
 from aiinfra.models.presets import preset
 from aiinfra.report import Table

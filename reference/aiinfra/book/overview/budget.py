@@ -1,15 +1,15 @@
 """The compute budget of ``docs/overview/budget.rst``.
 
 6ND, GPU-days and MFU of real runs, from :mod:`aiinfra.hardware.budget` and
-the datasheet peaks of :data:`aiinfra.hardware.specs.GPUS`.
+the datasheet peaks of :data:`aiinfra.accelerators.GPUS`.
 """
 
 from __future__ import annotations
 
 from matplotlib.figure import Figure
 
+from aiinfra.accelerators import GPUS
 from aiinfra.hardware import budget
-from aiinfra.hardware.specs import GPUS
 from aiinfra.report import Table
 from aiinfra.scaling.laws import LLAMA3_405B
 

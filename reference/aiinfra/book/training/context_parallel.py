@@ -2,20 +2,19 @@
 
 The running example is one attention layer of Llama 3 8B (``H = 32`` query heads,
 ``G = 8`` key/value heads, ``d = 128``) on a 128K-token sequence in bf16, on H100s
-whose links are those of :data:`aiinfra.parallel.overlap_bound.H100_LINKS`.
+whose links are those of :data:`aiinfra.parallel.data.overlap.H100_LINKS`.
 """
 
 from __future__ import annotations
 
 from matplotlib.figure import Figure
 
-from aiinfra.hardware import GPUS
+from aiinfra.accelerators import GPUS
 from aiinfra.memory.calculator import GB, estimate_memory
 from aiinfra.models.flops import attention_flops_per_token, training_flops_per_token
 from aiinfra.models.presets import preset
-from aiinfra.parallel import context_parallel_cost as cost
-from aiinfra.parallel import context_parallel_figures as figures
-from aiinfra.parallel.overlap_bound import H100_LINKS
+from aiinfra.parallel.context import cost, figures
+from aiinfra.parallel.data.overlap import H100_LINKS
 from aiinfra.report import Table
 
 CP_MODEL = "llama-3-8b"

@@ -11,9 +11,12 @@ from torch.nn.parallel import distributed as torch_ddp
 
 from aiinfra.models.presets import preset
 from aiinfra.models.transformer import Transformer
-from aiinfra.parallel import bench as ddp_bench
-from aiinfra.parallel import dp_timeline, dp_timeline_figures, overlap_bound, token_loss
-from aiinfra.parallel import figures as parallel_figures
+from aiinfra.parallel.data import bench as ddp_bench
+from aiinfra.parallel.data import figures as parallel_figures
+from aiinfra.parallel.data import overlap as overlap_bound
+from aiinfra.parallel.data import timeline as dp_timeline
+from aiinfra.parallel.data import timeline_figures as dp_timeline_figures
+from aiinfra.parallel.data import token_loss
 from aiinfra.parallel.toy import mlp
 from aiinfra.report import Table
 

@@ -1,10 +1,10 @@
 """What ``docs/training/pipeline.rst`` shows: its values, tables, figures.
 
-Every timeline replays a schedule of :mod:`aiinfra.parallel.pipeline_schedules` on
-the cost model of :mod:`aiinfra.parallel.pipeline_sim` with the zero-bubble paper's
-assumption t_F = t_B = t_W (Qi et al. 2024; a backward that is not split takes
-t_B + t_W) and no communication latency: p = 4 ranks, m = 8 micro-batches, v = 2
-chunks per rank for the interleaved schedule.
+Every timeline replays a schedule of :mod:`aiinfra.parallel.pipeline.schedules` on the
+cost model of :mod:`aiinfra.parallel.pipeline.simulator` with the zero-bubble paper's
+assumption t_F = t_B = t_W (Qi et al. 2024; a backward that is not split takes t_B +
+t_W) and no communication latency: p = 4 ranks, m = 8 micro-batches, v = 2 chunks per
+rank for the interleaved schedule.
 """
 
 from __future__ import annotations
@@ -13,9 +13,13 @@ import functools
 
 from matplotlib.figure import Figure
 
-from aiinfra.parallel import pipeline_figures
-from aiinfra.parallel.pipeline_schedules import make_schedule, p2p_messages
-from aiinfra.parallel.pipeline_sim import PipelineCosts, PipelineTimeline, simulate
+from aiinfra.parallel.pipeline import figures as pipeline_figures
+from aiinfra.parallel.pipeline.schedules import make_schedule, p2p_messages
+from aiinfra.parallel.pipeline.simulator import (
+    PipelineCosts,
+    PipelineTimeline,
+    simulate,
+)
 from aiinfra.report import Table
 
 PP_RANKS, PP_MICROBATCHES, PP_CHUNKS = 4, 8, 2  # p, m, v of the examples

@@ -13,7 +13,7 @@ import functools
 
 from matplotlib.figure import Figure
 
-from aiinfra.hardware import GPUS
+from aiinfra.accelerators import GPUS
 from aiinfra.plan import figures as plan_figures
 from aiinfra.plan.job import INTER_NODE, NVLINK_BYTES_PER_S, Job
 from aiinfra.plan.mesh import MeshLayout

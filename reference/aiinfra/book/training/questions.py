@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from aiinfra.memory.model_states import zero_model_states_bytes
-from aiinfra.parallel import figures as parallel_figures
+from aiinfra.parallel.data import figures as parallel_figures
 from aiinfra.parallel.toy import mlp
 from aiinfra.precision.loss_scaler import DynamicLossScaler
 
 from .ddp import OVERLAP_BUCKET_BYTES, OVERLAP_WIDTHS
 from .memory import GIB, llama_parameters
-from .precision import fp16_max
+from .mixed_precision import fp16_max
 
 
 def overlap_step(bucket_bytes: int = OVERLAP_BUCKET_BYTES) -> float:

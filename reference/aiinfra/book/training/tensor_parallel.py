@@ -5,16 +5,16 @@ from __future__ import annotations
 import torch
 from matplotlib.figure import Figure
 
-from aiinfra.hardware import GPUS
+from aiinfra.accelerators import GPUS
 from aiinfra.memory.activations import activation_bytes_per_layer
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.layers import SwiGLU
 from aiinfra.models.presets import preset
 from aiinfra.models.transformer import Transformer
-from aiinfra.parallel import tensor_parallel_cost as tp_cost
-from aiinfra.parallel import tensor_parallel_figures as tp_figures
-from aiinfra.parallel import tensor_parallel_steps as tp_steps
-from aiinfra.parallel.tensor_parallel_model import (
+from aiinfra.parallel.tensor import cost as tp_cost
+from aiinfra.parallel.tensor import figures as tp_figures
+from aiinfra.parallel.tensor import steps as tp_steps
+from aiinfra.parallel.tensor.model import (
     MEGATRON_PLAN,
     SEQUENCE_PARALLEL_PLAN,
     resolve_plan,

@@ -8,36 +8,27 @@ from matplotlib.figure import Figure
 
 from aiinfra import results
 from aiinfra.memory import figures as memory_figures
-from aiinfra.parallel import figures as parallel_figures
-from aiinfra.parallel import zero3_timeline, zero_memory, zero_results
 from aiinfra.parallel.toy import mlp, regression_batches
-from aiinfra.parallel.zero_compare import MAX_GRAD_NORM, WIDTHS, train_one_process
-from aiinfra.parallel.zero_optim import CLIP_EPS
+from aiinfra.parallel.zero import figures as zero_figures
+from aiinfra.parallel.zero import memory as zero_memory
+from aiinfra.parallel.zero import results as zero_results
+from aiinfra.parallel.zero.compare import MAX_GRAD_NORM, WIDTHS, train_one_process
 from aiinfra.report import Table
 
 from .memory import EXAMPLE
 
 ZERO_FIGURE_RANKS = 4  # N_d of the ZeRO stages figure
 ZERO_MAX_GRAD_NORM = MAX_GRAD_NORM  # the comparison's clipping threshold
-ZERO_CLIP_EPS = CLIP_EPS  # what torch adds to the norm before dividing
-# The ZeRO-3 timeline: Llama 3 8B's layers, 16384 tokens per GPU per step (two
-# 8192-token sequences), a ring of 64 ranks whose slowest hop is one 400G NIC.
-ZERO3_MODEL, ZERO3_TOKENS, ZERO3_RANKS, ZERO3_LINK = "llama-3-8b", 16384, 64, "nic400"
-_ZERO3_VARIANT_KEYS = {  # the page's short names for the timeline's variants
-    "sync": "synchronous",
-    "prefetch": "prefetch one unit ahead",
-    "keep": "prefetch, no reshard after forward",
-}
 
 
 def zero_stages_figure() -> Figure:
     """Bytes per parameter on each rank, DDP and ZeRO stages 1-3."""
-    return parallel_figures.zero_stage_figure(ZERO_FIGURE_RANKS)
+    return zero_figures.zero_stage_figure(ZERO_FIGURE_RANKS)
 
 
 def zero_stages_frames() -> list[Figure]:
     """The same, one frame per stage."""
-    return parallel_figures.zero_stage_frames(ZERO_FIGURE_RANKS)
+    return zero_figures.zero_stage_frames(ZERO_FIGURE_RANKS)
 
 
 def _zero_measurements() -> tuple[dict, ...]:
@@ -110,68 +101,3 @@ def zero_min_clip_norm() -> float:
 def zero_max_clip_norm() -> float:
     """The largest of those norms."""
     return max(_zero_clip_norms())
-
-
-@functools.cache
-def _zero3_costs() -> zero3_timeline.UnitCosts:
-    return zero3_timeline.layer_costs(
-        ZERO3_MODEL, ZERO3_TOKENS, ZERO3_RANKS, ZERO3_LINK
-    )
-
-
-@functools.cache
-def _zero3_timelines() -> dict[str, zero3_timeline.Zero3Timeline]:
-    return zero3_timeline.variant_timelines(_zero3_costs())
-
-
-def zero3_layer_millions() -> float:
-    """Parameters of one Llama 3 8B layer, millions (Psi_u)."""
-    return zero3_timeline.layer_parameters(ZERO3_MODEL) / 1e6
-
-
-def zero3_unit_ms(kind: str) -> float:
-    """One layer's time on the cost model, ms.
-
-    Args:
-        kind: ``"forward"``, ``"backward"``, ``"gather"`` or ``"reduce"``.
-
-    Raises:
-        ValueError: an unknown ``kind``.
-    """
-    kinds = ("forward", "backward", "gather", "reduce")
-    if kind not in kinds:
-        raise ValueError(f"kind must be one of {kinds}, got {kind!r}")
-    return getattr(_zero3_costs(), kind)[0] * 1e3
-
-
-def _timeline(variant: str) -> zero3_timeline.Zero3Timeline:
-    if variant not in _ZERO3_VARIANT_KEYS:
-        raise ValueError(
-            f"variant must be one of {sorted(_ZERO3_VARIANT_KEYS)}, got {variant!r}"
-        )
-    return _zero3_timelines()[_ZERO3_VARIANT_KEYS[variant]]
-
-
-def zero3_compute_ms() -> float:
-    """Forward and backward compute of all layers, ms: the step with nothing exposed."""
-    return _timeline("sync").compute_time * 1e3
-
-
-def zero3_step_ms(variant: str) -> float:
-    """Simulated step time of a variant (``sync``, ``prefetch``, ``keep``), ms."""
-    return _timeline(variant).step * 1e3
-
-
-def zero3_exposed_ms(variant: str) -> float:
-    """Communication the compute waited for in a variant, ms."""
-    return _timeline(variant).exposed * 1e3
-
-
-def zero3_overlap_tokens() -> float:
-    """Tokens per GPU per step above which ZeRO-3's all-gathers can hide, T*."""
-    return zero3_timeline.forward_overlap_tokens(ZERO3_RANKS, ZERO3_LINK)
-
-
-def zero3_timeline_figure() -> Figure:
-    """Llama 3 8B's ZeRO-3 step on the cost model: three variants."""
-    return zero3_timeline.timeline_figure(_zero3_costs())

@@ -1,0 +1,9 @@
+"""An inference engine and the OpenAI-compatible server in front of it.
+
+:mod:`.scheduler` picks each iteration's decodes and prompt chunks within the token
+budget and the free KV blocks; :mod:`.model_runner` runs the whole iteration as one
+forward pass over a paged KV cache; :mod:`.core` is the engine (continuous batching,
+chunked prefill, preemption). :mod:`.loop` owns the engine in a thread,
+:mod:`.server` serves it over HTTP and :mod:`.server_api` checks the request and
+response bodies; :mod:`.bench` times the engine (``aiinfra bench engine``).
+"""

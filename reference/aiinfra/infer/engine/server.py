@@ -1,0 +1,250 @@
+r"""An OpenAI-compatible HTTP server in front of the inference engine.
+
+``POST /v1/completions`` and ``POST /v1/chat/completions`` take the OpenAI request
+bodies (``stream`` answers with Server-Sent Events, ``data: {...}`` then
+``data: [DONE]``); ``GET /v1/models`` lists the one model. The standard library's
+threaded HTTP server gives each connection a thread; the threads only validate and
+enqueue, and one :class:`~aiinfra.infer.engine.loop.EngineLoop` thread owns the
+engine, so every accepted request ends with its last token or an error event.
+The tokenizer is the models' byte vocabulary (token ``i`` < 256 is byte ``i`` of
+the UTF-8 text); a chat is rendered as
+``<|role|>\ncontent\n`` per message, then ``<|assistant|>\n``. A request the server
+cannot serve gets a 4xx status and ``{"error": {"message", "type", "param"}}``.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import queue
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from aiinfra.infer.engine.core import Engine, RequestError
+from aiinfra.infer.engine.loop import EngineLoop
+from aiinfra.infer.engine.server_api import (
+    BadRequest,
+    completion_body,
+    parse_request,
+    token_bytes,
+)
+
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
+MAX_BODY = 1 << 20  # bytes of a request body
+WAIT_S = 1.0  # how often a waiting handler checks that the engine thread lives
+
+
+def check_host(host: str, allow_remote: bool = False) -> None:
+    """Refuse to listen beyond this machine unless asked to.
+
+    Raises:
+        ValueError: ``host`` is not a loopback name and ``allow_remote`` is false.
+    """
+    if host not in LOCAL_HOSTS and not allow_remote:
+        raise ValueError(
+            f"host must be one of {LOCAL_HOSTS} (the server has no authentication), "
+            f"got {host!r}; pass allow_remote to listen on other interfaces"
+        )
+
+
+class InferenceServer(ThreadingHTTPServer):
+    """The HTTP server; :meth:`start` runs it and its engine in daemon threads.
+
+    Args:
+        engine: the engine to serve.
+        host: the address to bind (loopback unless ``allow_remote``).
+        port: the port; 0 picks a free one (see :attr:`port`).
+        model_name: the name clients pass as ``model``.
+        allow_remote: allow a host other than loopback.
+        quiet: do not log each request to stderr.
+
+    Raises:
+        ValueError: see :func:`check_host`.
+    """
+
+    daemon_threads = True
+
+    def __init__(
+        self,
+        engine: Engine,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        model_name: str = "aiinfra",
+        allow_remote: bool = False,
+        quiet: bool = False,
+    ) -> None:
+        check_host(host, allow_remote)
+        super().__init__((host, port), Handler)
+        self.loop, self.model_name, self.quiet = EngineLoop(engine), model_name, quiet
+        self.created = int(time.time())
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        """The bound port."""
+        return self.server_address[1]
+
+    @property
+    def base_url(self) -> str:
+        """``http://host:port/v1``, what an OpenAI client takes as ``base_url``."""
+        return f"http://{self.server_address[0]}:{self.port}/v1"
+
+    def start(self) -> None:
+        """Serve in background threads (engine and HTTP)."""
+        self.loop.start()
+        self._thread = threading.Thread(target=self.serve_forever, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop serving, end running requests with an error event, close the socket."""
+        self.shutdown()
+        self.server_close()
+        self.loop.stop()
+
+
+class Handler(BaseHTTPRequestHandler):
+    """One connection's requests: validate, enqueue, wait for the engine's tokens."""
+
+    server: InferenceServer
+    protocol_version = "HTTP/1.0"  # one request per connection; streams end at close
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        """Log like the base class unless the server is quiet."""
+        if not self.server.quiet:
+            super().log_message(format, *args)
+
+    def _json(self, status: int, body: dict[str, Any]) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _error(self, err: BadRequest) -> None:
+        self._json(err.status, {"error": err.body()})
+
+    def do_GET(self) -> None:  # noqa: N802
+        """``/v1/models``; 405 for the POST paths; 404 otherwise."""
+        if self.path.rstrip("/") == "/v1/models":
+            card = {
+                "id": self.server.model_name,
+                "object": "model",
+                "owned_by": "aiinfra",
+            }
+            card["created"] = self.server.created
+            self._json(200, {"object": "list", "data": [card]})
+        else:
+            self._error(_route_error(self.path, "GET"))
+
+    def _not_allowed(self) -> None:
+        self._error(_route_error(self.path, self.command))
+
+    do_PUT = do_DELETE = do_PATCH = _not_allowed  # noqa: N815
+
+    def _body(self) -> bytes:
+        """The request body, at most ``MAX_BODY`` bytes (else 413)."""
+        text = self.headers.get("Content-Length") or "0"
+        if not text.isdigit():
+            raise BadRequest(f"Content-Length must be an int, got {text!r:.20}", None)
+        if int(text) > MAX_BODY:
+            raise BadRequest(
+                f"the body must be <= {MAX_BODY} bytes, got {text}", None, 413
+            )
+        return self.rfile.read(int(text))
+
+    def do_POST(self) -> None:  # noqa: N802
+        """The two completion endpoints."""
+        path = self.path.rstrip("/")
+        if path not in ("/v1/completions", "/v1/chat/completions"):
+            self._error(_route_error(self.path, "POST"))
+            return
+        chat = path == "/v1/chat/completions"
+        try:
+            req = parse_request(self._body(), chat, self.server.model_name)
+            self.server.loop.engine.check_request(req.prompt, req.params)
+        except BadRequest as err:
+            self._error(err)
+            return
+        except RequestError as err:
+            self._error(BadRequest(str(err), err.param))
+            return
+        request_id, events = self.server.loop.submit(req.prompt, req.params)
+        try:
+            if req.stream:
+                self._stream(req, events)
+            else:
+                self._complete(req, events)
+        except (BrokenPipeError, ConnectionResetError):
+            self.server.loop.abort(request_id)
+
+    def _events(self, events: queue.Queue) -> Any:
+        """Yield ``(token, finish_reason)``; raise RuntimeError on an error event."""
+        while True:
+            try:
+                kind, value, finish = events.get(timeout=WAIT_S)
+            except queue.Empty:
+                if not self.server.loop.thread.is_alive():
+                    raise RuntimeError("the engine thread stopped") from None
+                continue
+            if kind == "error":
+                raise RuntimeError(value)
+            yield value, finish
+            if finish is not None:
+                return
+
+    def _complete(self, req: Any, events: queue.Queue) -> None:
+        tokens, finish = [], None
+        try:
+            for token, reason in self._events(events):
+                tokens.append(token)
+                finish = reason
+        except RuntimeError as exc:
+            self._error(BadRequest(str(exc), None, 500, "server_error"))
+            return
+        shown = tokens[:-1] if finish == "stop" else tokens
+        text = b"".join(token_bytes(t) for t in shown).decode("utf-8", "replace")
+        self._json(200, completion_body(req, self.server, text, finish, len(tokens)))
+
+    def _send_event(self, body: dict[str, Any] | str) -> None:
+        data = body if isinstance(body, str) else json.dumps(body)
+        self.wfile.write(f"data: {data}\n\n".encode())
+        self.wfile.flush()
+
+    def _stream(self, req: Any, events: queue.Queue) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.end_headers()
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        n = 0
+        try:
+            for token, finish in self._events(events):
+                n += 1
+                piece = b"" if finish == "stop" else token_bytes(token)
+                text = decoder.decode(piece, final=finish is not None)
+                if text or finish is not None:
+                    self._send_event(
+                        completion_body(req, self.server, text, finish, n, True)
+                    )
+        except RuntimeError as exc:
+            self._send_event(
+                {"error": BadRequest(str(exc), None, 500, "server_error").body()}
+            )
+        self._send_event("[DONE]")
+
+
+def _route_error(path: str, method: str) -> BadRequest:
+    known = {
+        "/v1/models": "GET",
+        "/v1/completions": "POST",
+        "/v1/chat/completions": "POST",
+    }
+    allowed = known.get(path.rstrip("/"))
+    if allowed is None:
+        return BadRequest(
+            f"unknown path {path!r}; this server has {sorted(known)}", None, 404
+        )
+    return BadRequest(f"{path} takes {allowed}, not {method}", None, 405)
