@@ -17,6 +17,8 @@ SECTION = """\
 
 Prose of {name}, which moves into the speaker notes.
 
+A work that {name} cites :cite:p:`korthikanti2022`.
+
 .. literalinclude:: /../reference/aiinfra/newpkg/thing.py
    :pyobject: {func}
 
@@ -92,10 +94,13 @@ msgstr "torch"
 """
 
 
-def lay_out(root: pathlib.Path, tools: bool = False) -> pathlib.Path:
+def lay_out(
+    root: pathlib.Path, tools: bool = False, labels: bool = True
+) -> pathlib.Path:
     """Lay out the tiny book in ``root`` (its ``docs``, package and Chinese
     catalogue; with ``tools``, a copy of ``tools/`` too, whose commands then work
-    on this book); return ``root``."""
+    on this book; with ``labels``, the book's own translated labels); return
+    ``root``."""
     docs = root / "docs"
     docs.mkdir(parents=True)
     shutil.copy(DOCS / "conf.py", docs / "conf.py")
@@ -128,7 +133,12 @@ def lay_out(root: pathlib.Path, tools: bool = False) -> pathlib.Path:
     (docs / "index.rst").write_text(
         "A book\n======\n\n.. aiinfra-chapters::\n\n"
         ".. toctree::\n   :hidden:\n   :name: chapters\n\n   newchapter/index\n\n"
-        ".. toctree::\n   :hidden:\n\n   api/index\n"
+        ".. toctree::\n   :hidden:\n\n   api/index\n   references\n"
+    )
+    # The works the chapter cites (sphinxcontrib-bibtex resolves a citation only
+    # where a bibliography lists it).
+    (docs / "references.rst").write_text(
+        "References\n==========\n\n.. bibliography::\n"
     )
     chapter = docs / "newchapter"
     chapter.mkdir()
@@ -145,4 +155,8 @@ def lay_out(root: pathlib.Path, tools: bool = False) -> pathlib.Path:
     catalogue = docs / "locale" / "zh_CN" / "LC_MESSAGES"
     catalogue.mkdir(parents=True)
     (catalogue / "newchapter.po").write_text(PO, encoding="utf-8")
+    # The words the build writes (Slides, Chapter 3, a citation's "et al."): the
+    # book's own labels catalogue.
+    if labels:
+        shutil.copy(DOCS / "locale" / "zh_CN" / "LC_MESSAGES" / "labels.po", catalogue)
     return root

@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import pathlib
 import re
-import shutil
 import subprocess
 import sys
 
 import pytest
 
-from .conftest import DOCS
 from .minibook import lay_out
 
 SECTION = """\
@@ -75,9 +73,6 @@ def book(tmp_path_factory) -> pathlib.Path:
     index = chapter / "index.rst"
     index.write_text(index.read_text() + "   third\n   questions\n")
     (root / "slides" / "decks.toml").write_text(COURSE)
-    # The words the build writes, in Chinese: the book's own labels catalogue.
-    labels = "locale/zh_CN/LC_MESSAGES/labels.po"
-    shutil.copy(DOCS / labels, root / "docs" / labels)
     return root
 
 

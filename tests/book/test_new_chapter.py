@@ -90,6 +90,8 @@ def test_the_new_chapter_and_subpackage_get_their_pages_in_the_book(book):
     page = (out / "newchapter" / "first.html").read_text(encoding="utf-8")
     assert 'href="../../slides/en/newchapter/index.html"' in page  # Slides button
     assert 'href="../api/newpkg.html#aiinfra.newpkg.thing.halve"' in page
+    text = re.sub(r"<[^>]+>", "", page)
+    assert "[Korthikanti et al., 2022]" in text  # the English book's own style
     api = (out / "api" / "newpkg.html").read_text(encoding="utf-8")
     assert 'id="aiinfra.newpkg.thing.halve"' in api
 
@@ -103,6 +105,8 @@ def test_the_chinese_edition_translates_note_label_and_figure_text(book, tmp_pat
     page = (out / "newchapter" / "first.html").read_text(encoding="utf-8")
     assert '<p class="aiinfra-table-note">由 halve 计算的值。</p>' in page
     assert "measured on host-42" in page  # the stamp, as it is
+    # Citations in the edition's words, as its decks write them.
+    assert "（Korthikanti 等, 2022）" in re.sub(r"<[^>]+>", "", page)
     cells = re.findall(r"<td><p>([^<]*)</p></td>", page)
     assert cells[0] == "环形" and "fp16" in cells  # a name stays a name
     svgs = list((book / "build" / "figures" / "zh_CN").glob("*.svg"))

@@ -79,7 +79,7 @@ def zh(english: str) -> str:
 
 
 def test_a_translator_does_the_loop_from_the_docs_alone(tmp_path):
-    book = lay_out(tmp_path / "book", tools=True)
+    book = lay_out(tmp_path / "book", tools=True, labels=False)
     docs = book / "docs"
     catalogues = docs / "locale" / "zh_CN" / "LC_MESSAGES"
 

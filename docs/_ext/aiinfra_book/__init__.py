@@ -33,6 +33,7 @@ from sphinx.transforms import SphinxTransform
 from . import (
     api,
     bibfiles,
+    citations,
     cjk,
     compute,
     figures,
@@ -68,6 +69,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
         cjk,
         translation_status,
         bibfiles,
+        citations,
     ):
         module.setup(app)
     # sphinx-revealjs is not parallel-safe, and neither is the figure cache's
