@@ -80,10 +80,18 @@ def _is_figure(value: Any) -> bool:
 
 
 def _artists(figure: Any) -> Iterator[tuple[Any, Any]]:
-    """``(text artist, tick axis or None)`` for every string a reader reads."""
-    if figure._suptitle is not None:
-        yield figure._suptitle, None
-    for ax in figure.axes:
+    """``(text artist, tick axis or None)`` for every string a reader reads: the
+    figure's and every sub-figure's titles and free texts, and each axes' texts."""
+    figures = [figure]
+    while figures:  # the figure, then its sub-figures, theirs, ...
+        fig = figures.pop()
+        for title in (fig._suptitle, fig._supxlabel, fig._supylabel):
+            if title is not None:
+                yield title, None
+        yield from ((t, None) for t in fig.texts)
+        yield from ((t, None) for legend in fig.legends for t in legend.get_texts())
+        figures += list(fig.subfigs)
+    for ax in figure.axes:  # every axes, sub-figures' included
         yield from ((t, None) for t in (ax.title, ax._left_title, ax._right_title))
         yield from ((t, None) for t in (ax.xaxis.label, ax.yaxis.label))
         yield from ((t, None) for t in ax.texts)
@@ -93,8 +101,6 @@ def _artists(figure: Any) -> Iterator[tuple[Any, Any]]:
             yield legend.get_title(), None
         for axis in (ax.xaxis, ax.yaxis):
             yield from ((t, axis) for t in axis.get_ticklabels())
-    for legend in figure.legends:
-        yield from ((t, None) for t in legend.get_texts())
 
 
 def figure_strings(figure: Any) -> list[str]:
