@@ -82,3 +82,11 @@ def test_non_text_columns_note_or_stamp_are_rejected(kwargs, match):
 def test_words_must_name_columns(words):
     with pytest.raises(ValueError, match=r"words must be a tuple of column indices"):
         Table(columns=["a", "b"], rows=[["x", "y"]], words=words)
+
+
+@pytest.mark.parametrize("cell", ["+ sequence parallel", "- none", "1. first", "(a) x"])
+def test_a_word_cell_that_rst_reads_as_a_list_is_refused(cell):
+    # The book parses a word cell's translation as rst: a list would be dropped.
+    with pytest.raises(ValueError, match=r"rows\[0\]\[0\].*starts like an rst list"):
+        Table(["layout"], [[cell]])
+    Table(["layout"], [[cell]], words=())  # not translated: any text

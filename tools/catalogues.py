@@ -31,6 +31,10 @@ line the message comes from, its state and what to do:
   between them.
 - ``fields``: a label of ``labels.po`` (the words the build writes) lost or renamed a
   ``{field}`` of the English; the build would show the English instead.
+- ``kind``: rst reads the translation as a list, not as text (it starts with
+  ``+ ``, ``- ``, ``1. ``...); Sphinx then drops it and shows the English.
+- ``ratio``: a reduction written as a multiple (``小了 8 倍``); Chinese editors read it
+  as a logic error: ``只有原来的 1/8``.
 
 Without ``--lang``, every language of ``docs/languages.toml`` but the source one.
 """
@@ -67,12 +71,47 @@ TODO = {
     "markup": "put a space between Chinese text and a role or ``literal`` (rst needs "
     "it to see the markup; the book removes it again)",
     "fields": "keep every {field} of the English label, spelled as it is",
+    "kind": "rst reads the translation as a list, not as text (a leading '+ ', "
+    "'- ', '* ' or '1. '), and Sphinx drops it: reword its start",
+    "ratio": "'小/少/低 N 倍' reads as a logic error to a Chinese editor: write "
+    "'只有原来的 1/N' or '是原来的 1/N'",
 }
+# A block rst reads as a list, an enumeration or a field list: a translation that
+# starts this way while its English does not loses its text (Sphinx drops it).
+BLOCK_START = re.compile(r"^\s*(?:[-+*•]\s|\d+[.)]\s|#\.\s|\(\w\)\s|:\w+:\s)")
+# "小了 8 倍", "少 :calc:`...` 倍", "一个小十倍的": a reduction stated as a multiple.
+RATIO = re.compile(
+    r"(?:小|少|低|短|轻|慢|窄|降)了?\s*"
+    r"(?::calc:`[^`]*`|[0-9][0-9.,]*|[一二两三四五六七八九十百千几]+)\s*倍"
+)
 # Inline markup, and a Chinese character touching it: rst then prints the raw text.
 MARKUP = re.compile(
     r":[a-z]+(?::[a-z]+)?:`[^`]*`|``[^`]+``|(?<!\*)\*{1,2}[^*\s][^*]*?\*{1,2}(?!\*)"
 )
 HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
+
+
+def block_kind(text: str) -> str:
+    """The kind of the first block rst reads in a message: ``paragraph``, or the
+    list-like block it starts with (``bullet_list``, ``enumerated_list``, ...).
+
+    Parsed with docutils when the text starts like a list (docutils comes with
+    Sphinx); the message's roles are unknown to plain docutils and do not matter
+    here: only the kind of the first block does.
+    """
+    if not BLOCK_START.match(text):
+        return "paragraph"
+    try:
+        from docutils.core import publish_doctree
+        from docutils.utils import Reporter
+    except ImportError:  # Babel alone: the pattern is the answer
+        return "list"
+    tree = publish_doctree(
+        text,
+        settings_overrides={"report_level": Reporter.SEVERE_LEVEL + 1, "halt_level": 5},
+    )
+    blocks = [n for n in tree.children if n.tagname != "system_message"]
+    return blocks[0].tagname if blocks else "paragraph"
 
 
 def touches_markup(text: str) -> bool:
@@ -157,6 +196,13 @@ def problems(po: pathlib.Path, root: pathlib.Path = ROOT) -> Iterator[Problem]:
             msg.string
         ) != languages.fields(msg.id):
             state = "fields"
+        elif block_kind(msg.string) != block_kind(msg.id):
+            # A message is the text of one node (a paragraph, a title, a cell);
+            # Sphinx parses the translation and drops it if it reads as a list. (A
+            # figure's words are not parsed: "1. permute" may stay as it is.)
+            state = "kind"
+        elif RATIO.search(msg.string):
+            state = "ratio"
         if state:
             yield Problem(
                 name, msg.lineno, _source(msg.locations, msg.id), state, msg.id

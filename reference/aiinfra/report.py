@@ -9,8 +9,14 @@ so the book and the terminal cannot disagree.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
+
+
+# What rst reads as the start of a list or a field list: a word cell (translated,
+# so parsed as rst) must not start so.
+LIST_START = re.compile(r"^\s*(?:[-+*•]\s|\d+[.)]\s|#\.\s|\(\w\)\s|:\w+:\s)")
 
 
 @dataclass
@@ -62,6 +68,13 @@ class Table:
                     f"rows[{i}] has {len(row)} cells, expected len(columns) = "
                     f"{len(self.columns)}"
                 )
+            for j in self.words:
+                if isinstance(row[j], str) and LIST_START.match(row[j]):
+                    raise ValueError(
+                        f"rows[{i}][{j}] = {row[j]!r} starts like an rst list item: "
+                        "the book parses its translation as rst and would drop it; "
+                        "reword its start"
+                    )
 
     def to_text(self) -> str:
         """Render as aligned plain text, numbers right-aligned."""

@@ -255,3 +255,36 @@ def test_the_book_catalogues_are_valid_for_gnu_gettext():
         assert out.returncode == 0, out.stderr
         # No header placeholder left (FIRST AUTHOR, YEAR-MO-DA, ...).
         assert "warning" not in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize(
+    ("english", "chinese", "state"),
+    [
+        # Sphinx parses a translation as rst and drops it if it reads as a list.
+        ("tensor and sequence parallel", "+ 序列并行", "kind"),
+        ("first, then second", "1. 先做第一步", "kind"),
+        ("1. permute by expert", "1. 按专家重排", None),  # a figure's words: as is
+        ("tensor + sequence parallel", "张量并行 + 序列并行", None),
+        # A reduction written as a multiple.
+        ("8.0 times smaller", "小了 8.0 倍", "ratio"),
+        (
+            "a student :calc:`r()|.1f` times smaller",
+            "一个小 :calc:`r()|.1f` 倍的学生",
+            "ratio",
+        ),
+        ("a hundredfold lower", "低一百倍", "ratio"),
+        ("8 times larger", "大了 8 倍", None),
+        ("an eighth of it", "只有原来的 1/8", None),
+    ],
+)
+def test_a_list_start_and_a_reduction_as_a_multiple_are_flagged(
+    tmp_path, english, chinese, state
+):
+    po = tmp_path / "x.po"
+    po.write_text(
+        f'msgid ""\nmsgstr ""\n"Content-Type: text/plain; charset=UTF-8\\n"\n\n'
+        f'msgid "{english}"\nmsgstr "{chinese}"\n',
+        encoding="utf-8",
+    )
+    found = [p.state for p in catalogues.problems(po, tmp_path)]
+    assert found == ([state] if state else [])

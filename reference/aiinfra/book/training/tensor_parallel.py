@@ -123,7 +123,7 @@ def tp_heads_per_rank(field: str, p: int) -> float:
 def tp_traffic_table(p: int = 8) -> Table:
     """The collectives of one layer and step, with and without SP, at ``p`` ranks."""
     rows = []
-    for sp, name in ((False, "tensor parallel"), (True, "+ sequence parallel")):
+    for sp, name in ((False, "tensor parallel"), (True, "tensor + sequence parallel")):
         ops = tp_cost.layer_traffic(p, sp)
         counts = {op: sum(1 for o, _ in ops if o == op) for op, _ in ops}
         listed = ", ".join(f"{n} {op.replace('_', '-')}" for op, n in counts.items())
