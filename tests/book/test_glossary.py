@@ -91,6 +91,41 @@ ALLOWED: tuple[Allowed, ...] = (
         "Measured by aiinfra bench collectives",
         "'aiinfra bench collectives' is a command, typed as it is in both editions",
     ),
+    # The operating system's kernel is 内核; the glossary's kernel is the GPU's.
+    *(
+        Allowed(catalogue, "kernel", english, "the operating system's kernel (内核)")
+        for catalogue, english in (
+            ("cloud.po", "namespace"),
+            ("cloud.po", "kernel module"),
+            ("cloud.po", "host kernel"),
+            ("cloud.po", "kernel log"),
+            ("communication.po", "killed by the kernel"),
+            ("communication.po", "out-of-memory killer"),
+            ("communication.po", "kernel buffer"),
+            ("communication.po", "kernel socket buffer"),
+        )
+    ),
+    Allowed(
+        "cloud.po",
+        "job",
+        " Job",
+        "Kubernetes' Job resource (a Job, its JobSet, an Indexed Job), named as its "
+        "API names it",
+    ),
+    Allowed(
+        "communication.po",
+        "job",
+        "is a job for",
+        "the English idiom ('a job for recursive doubling'), not a distributed job",
+    ),
+    *(
+        Allowed(catalogue, "hang", english, "'hangs' a part below another, not a hang")
+        for catalogue, english in (
+            ("communication.po", "tree hangs each rank"),
+            ("hardware.po", "switches hang on the root ports"),
+            ("hardware.po", "PCIe tree hangs on"),
+        )
+    ),
     Allowed(
         "training.po",
         "checkpoint",
@@ -156,7 +191,8 @@ def english_pattern(name: str) -> re.Pattern[str]:
     """A name as a whole word, any plural; a word with two capitals (an acronym or a
     name: ZeRO, KV, NCCL) as spelt, any other word in any case (``All-reduce``)."""
     *words, last = re.split(r"[-\s]+", name)
-    last, tail = (last[:-1], "(?:y|ies)") if last.endswith("y") else (last, "(?:e?s)?")
+    y = last.endswith("y")  # strategy, strategies; GPU-day, GPU-days
+    last, tail = (last[:-1], "(?:y|ies|ys)") if y else (last, "(?:e?s)?")
     parts = [
         re.escape(w) if sum(c.isupper() for c in w) >= 2 else f"(?i:{re.escape(w)})"
         for w in (*words, last)
