@@ -293,8 +293,14 @@ def test_phase_bench_runs_stamps_and_loads(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "bad", [{"repeats": 0}, {"batches": ()}, {"prompt_lens": (4, 0)}, {"d_ff": 1.5}]
+    ("bad", "match"),
+    [
+        ({"repeats": 0}, "repeats must be an int >= 1"),
+        ({"batches": ()}, "batches must be a non-empty sequence of ints >= 1"),
+        ({"prompt_lens": (4, 0)}, "prompt_lens must be a non-empty sequence of ints"),
+        ({"d_ff": 1.5}, "d_ff must be an int >= 1"),
+    ],
 )
-def test_phase_bench_config_refuses_bad_sizes(bad):
-    with pytest.raises(ValueError, match="must be positive integers"):
+def test_phase_bench_config_refuses_bad_sizes(bad, match):
+    with pytest.raises(ValueError, match=match):
         pb.PhaseBenchConfig(**(TINY | bad))

@@ -272,7 +272,7 @@ def test_gpt2_family_is_read_with_its_layer_choices():
         ("norm", "batchnorm", "norm must be one of"),
         ("mlp", "relu", "mlp must be one of"),
         ("position", "alibi", "position must be one of"),
-        ("sliding_window", -1, "sliding_window must be an integer >= 0"),
+        ("sliding_window", -1, "sliding_window must be an int >= 0"),
         ("qkv_bias", 1, "qkv_bias must be a bool"),
     ],
 )

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from aiinfra import results
+from aiinfra import checks, results
 from aiinfra.models.roofline import Kernel, matmul, prefill_attention
 from aiinfra.report import Table
 from aiinfra.timing import best_seconds, cuda_wall_clock
@@ -65,11 +65,10 @@ class RooflineBenchConfig:
                 if not value or any(v not in DTYPES for v in value):
                     raise ValueError(f"dtypes must be some of {list(DTYPES)}: {value}")
                 continue
-            values = value if isinstance(value, tuple) else (value,)
-            if not values or any(
-                isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in values
-            ):
-                raise ValueError(f"{name} must be positive integers, got {value!r}")
+            if isinstance(value, tuple):
+                checks.int_list(name, value)
+            else:
+                checks.positive_int(name, value)
 
 
 #: About a second, for tests: the streams fit the last-level cache, the decode

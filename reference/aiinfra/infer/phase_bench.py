@@ -24,7 +24,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from aiinfra import results
+from aiinfra import checks, results
 from aiinfra.accelerators import Gpu
 from aiinfra.infer.step_cost import fused_step, roof_time
 from aiinfra.models.config import TransformerConfig
@@ -131,11 +131,10 @@ class PhaseBenchConfig:
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():
-            values = value if isinstance(value, tuple) else (value,)
-            if not values or any(
-                isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in values
-            ):
-                raise ValueError(f"{name} must be positive integers, got {value!r}")
+            if isinstance(value, tuple):
+                checks.int_list(name, value)
+            else:
+                checks.positive_int(name, value)
 
     def model_config(self) -> TransformerConfig:
         """The Transformer's shape, its position limit fitted to the longest run."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from aiinfra import checks
 from aiinfra.accelerators import GPUS, Gpu
 from aiinfra.models.attention.kv_cache_size import elements_per_token
 from aiinfra.models.config import TransformerConfig
@@ -66,8 +67,7 @@ def kv_budget(
         ("bytes_per_element", bytes_per_element),
         ("bytes_per_weight", bytes_per_weight),
     ):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{arg} must be a positive integer, got {value!r}")
+        checks.positive_int(arg, value)
     # region budget (the arguments are checked above)
     weights = count_parameters(c).total * bytes_per_weight
     per_token = elements_per_token(c) * bytes_per_element

@@ -131,5 +131,5 @@ def test_bad_input_is_rejected() -> None:
         kv_bytes_per_token(preset("llama-3-8b"), "int8", scale_bytes=0)
     with pytest.raises(ValueError, match="fmt must be one of"):
         kv_tokens(preset("llama-3-8b"), GPUS["H100"], "int4")
-    with pytest.raises(ValueError, match="n_gpus must be a positive integer"):
+    with pytest.raises(ValueError, match="n_gpus must be an int >= 1"):
         kv_tokens(preset("llama-3-8b"), GPUS["H100"], "fp8", n_gpus=0)

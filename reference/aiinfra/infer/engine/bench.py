@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from aiinfra import results
+from aiinfra import checks, results
 from aiinfra.infer.engine.core import Engine, SamplingParams
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.transformer import Transformer
@@ -70,9 +70,7 @@ class EngineBenchConfig:
 
     def __post_init__(self) -> None:
         for name in _SIZES:
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+            checks.positive_int(name, getattr(self, name))
         for low, high in (("prompt_min", "prompt_max"), ("output_min", "output_max")):
             if getattr(self, low) > getattr(self, high):
                 raise ValueError(

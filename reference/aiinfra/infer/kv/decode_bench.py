@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from aiinfra import results
+from aiinfra import checks, results
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.transformer import Transformer, generate_greedy
 from aiinfra.report import Table
@@ -54,8 +54,7 @@ class DecodeBenchConfig:
     def __post_init__(self) -> None:
         for name in _SIZES:
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+            checks.positive_int(name, value)
         if not self.report_at or not all(
             1 <= n <= self.new_tokens for n in self.report_at
         ):

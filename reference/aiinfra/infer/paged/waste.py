@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from aiinfra.infer.paged.block_allocator import check_positive_ints
+from aiinfra import checks
 
 
 def kv_bytes_per_token(
@@ -34,7 +34,7 @@ def kv_bytes_per_token(
     Raises:
         ValueError: if an argument is below 1.
     """
-    check_positive_ints(
+    checks.positive_ints(
         num_layers=num_layers,
         num_kv_heads=num_kv_heads,
         head_dim=head_dim,
@@ -147,7 +147,7 @@ def request_stream_waste(
     Raises:
         ValueError: if a count or length is below 1.
     """
-    check_positive_ints(
+    checks.positive_ints(
         num_requests=num_requests,
         max_prompt_len=max_prompt_len,
         max_output_len=max_output_len,

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from aiinfra import checks
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.presets import preset
 from aiinfra.models.transformer import make_attention
@@ -73,7 +74,7 @@ def measured_elements_per_token(
     Raises:
         ValueError: ``n_layers`` or ``seq_len`` is not a positive integer.
     """
-    _check_positive(n_layers=n_layers, seq_len=seq_len)
+    checks.positive_ints(n_layers=n_layers, seq_len=seq_len)
     narrow = dataclasses.replace(
         c, d_model=16, q_lora_rank=min(c.q_lora_rank, 16), max_seq_len=seq_len
     )
@@ -133,7 +134,7 @@ def kv_cache_table(
     Raises:
         ValueError: a name is not a preset, or a size is not a positive integer.
     """
-    _check_positive(bytes_per_element=bytes_per_element, context=context)
+    checks.positive_ints(bytes_per_element=bytes_per_element, context=context)
     rows = []
     for name in names:
         c = preset(name)
@@ -196,7 +197,7 @@ def kv_cache_figure(
     """
     from matplotlib.figure import Figure
 
-    _check_positive(bytes_per_element=bytes_per_element)
+    checks.positive_ints(bytes_per_element=bytes_per_element)
     configs = [preset(name) for name in names]
     cached = [elements_per_token(c) * bytes_per_element / 1024 for c in configs]
     mha = [
@@ -219,9 +220,3 @@ def kv_cache_figure(
     ax.set_xlabel("KiB of cache per token")
     fig.legend(fontsize=7, loc="outside upper center", ncols=2)
     return fig
-
-
-def _check_positive(**sizes: int) -> None:
-    for name, value in sizes.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
