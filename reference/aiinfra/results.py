@@ -21,8 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
-
 import aiinfra
 
 # The book's data folder when the package runs from its repository.
@@ -118,6 +116,14 @@ KINDS: dict[str, Kind] = {
             ),
         },
     ),
+    # A small model quantized by RTN, AWQ, GPTQ, SmoothQuant: perplexities
+    # (quantization_calibrated.rst); training takes minutes.
+    "quant-eval": Kind("quant-eval", ("aiinfra", "quantize"), {"cpu": ()}),
+    # A student distilled from a teacher and one trained on labels (distillation.rst).
+    "distillation": Kind("distillation", ("aiinfra", "distill"), {"cpu": ()}),
+    # Chinchilla's law refitted to the published runs, with a bootstrap
+    # (scaling_laws.rst): the paper's 4,500 starts and 1,000 resamples, minutes.
+    "scaling-fit": Kind("scaling-fit", ("aiinfra", "scaling", "--refit"), {"cpu": ()}),
     # Sharded, asynchronous and atomic checkpoints, data loading (checkpoints.rst).
     "storage": Kind("storage", ("aiinfra", "bench", "storage"), {"gloo": ()}),
     # What each reproducible hang prints and how long it takes to fail (hangs.rst).
@@ -188,6 +194,8 @@ def machine_stamp(world_size: int, backend: str) -> dict[str, Any]:
         backend: ``gloo``, ``nccl`` or ``cuda``; a GPU model is recorded for the
             last two when CUDA is available.
     """
+    import torch  # here, not above: the calculators never stamp, and start faster
+
     gpu = backend in ("nccl", "cuda") and torch.cuda.is_available()
     return {
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),

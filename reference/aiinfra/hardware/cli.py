@@ -61,9 +61,11 @@ def run_bench_roofline(args: argparse.Namespace) -> int:
     if args.no_write:
         res = {"stamp": results.machine_stamp(1, args.device), **body}
     else:
-        path = rb.stamp_roofline_bench(body, args.out, args.device)
+        path = results.write(
+            "roofline", body, backend=args.device, world_size=1, path=args.out
+        )
         print(f"wrote {path}", file=sys.stderr)
-        res = rb.load_roofline_bench(path, args.device)
+        res = results.load("roofline", args.device, path)
     table = rb.roofline_bench_table(res)
     print(table.to_json() if args.json else table.to_text())
     return 0

@@ -10,8 +10,8 @@ The book's own kernels, a decode GEMV, a batched decode GEMM, a prefill GEMM, on
 decode step of attention over a long cache, and a prefill attention block computed
 as written (``softmax(Q K^T) V``) and fused (PyTorch's SDPA), are then placed on it:
 their measured FLOP/s against the intensity of their compulsory traffic
-(:mod:`aiinfra.models.roofline`). :func:`run_roofline_bench` measures,
-:func:`stamp_roofline_bench` writes ``docs/_data/bench/roofline-cpu.json``.
+(:mod:`aiinfra.models.roofline`). :func:`run_roofline_bench` measures; its stamped
+result is the kind ``roofline`` of :mod:`aiinfra.results`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -206,24 +205,6 @@ def run_roofline_bench(
     roofs |= {"bandwidth": bandwidth, "ridge": peak / bandwidth}
     body = {"config": asdict(cfg) | {"device": device.type}, "matmuls": matmuls}
     return body | {"streams": streams, "kernels": kernels, "roofs": roofs}
-
-
-def stamp_roofline_bench(
-    body: dict[str, Any], path: str | Path | None = None, backend: str = "cpu"
-) -> Path:
-    """Stamp ``body`` (machine, date, versions) and write it; returns the path."""
-    return results.write("roofline", body, backend=backend, world_size=1, path=path)
-
-
-def load_roofline_bench(
-    path: str | Path | None = None, backend: str = "cpu"
-) -> dict[str, Any]:
-    """Read the stamped file (default: the book's ``roofline-cpu.json``).
-
-    Raises:
-        FileNotFoundError: no file; the message names the command that writes it.
-    """
-    return results.load("roofline", backend, path)
 
 
 def attainable(intensity: float, peak_flops: float, bandwidth: float) -> float:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
-from types import ModuleType
 from typing import Any
 
 from aiinfra import results
@@ -82,20 +81,20 @@ def run_bench_decode(args: argparse.Namespace) -> int:
     """Time both loops; print a table and stamp the file."""
     cfg = check_bench_decode(args)
     res = decode_bench.run_bench(cfg)
-    return _stamp_and_show(args, res, decode_bench, decode_bench.decode_bench_table)
+    return _stamp_and_show(args, res, "decode", decode_bench.decode_bench_table)
 
 
 def _stamp_and_show(
     args: argparse.Namespace,
     res: dict[str, Any],
-    bench: ModuleType,
+    kind: str,
     table: Callable[[dict[str, Any]], Table],
 ) -> int:
-    """Stamp ``res`` into ``bench``'s file (unless ``--no-write``), print its table."""
+    """Stamp ``res`` as ``kind`` (unless ``--no-write``), print its table."""
     if not args.no_write:
-        path = bench.write(res, args.out)
+        path = results.write(kind, res, backend="cpu", world_size=1, path=args.out)
         print(f"wrote {path}", file=sys.stderr)
-        res = bench.load(path)
+        res = results.load(kind, "cpu", path)
     else:
         res = {"stamp": results.machine_stamp(1, "cpu"), **res}
     shown = table(res)
@@ -141,4 +140,4 @@ def run_bench_engine(args: argparse.Namespace) -> int:
         threads=args.threads,
     )
     res = engine_bench.run_bench(cfg)
-    return _stamp_and_show(args, res, engine_bench, engine_bench.engine_table)
+    return _stamp_and_show(args, res, "engine", engine_bench.engine_table)

@@ -62,9 +62,18 @@ def run_bench_speculative(args: argparse.Namespace) -> int:
         draft_steps=args.draft_steps,
         temperature=args.temperature,
     )
-    path = speculative_bench.stamp_speculative_bench(args.out, cfg)
+    body = speculative_bench.run_speculative_bench(cfg)
+    threads = {"threads": body["config"]["threads"]}
+    path = results.write(
+        "speculative",
+        body,
+        backend="cpu",
+        world_size=1,
+        path=args.out,
+        extra_stamp=threads,
+    )
     print(f"wrote {path}", file=sys.stderr)
-    res = speculative_bench.load_speculative_bench(path)
+    res = results.load("speculative", "cpu", path)
     print(json.dumps(res["rows"], indent=1))
     return 0
 
@@ -80,7 +89,7 @@ def add_quantize(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="keep the output head in float (as GPTQ and AWQ do)",
     )
-    add("--out", default=str(quant_eval.DEFAULT_PATH), help="the stamped JSON")
+    add("--out", help="write the stamped JSON here (default: the book's file)")
 
 
 def run_quantize(args: argparse.Namespace) -> int:
@@ -88,9 +97,12 @@ def run_quantize(args: argparse.Namespace) -> int:
     cfg = quant_eval.QuantEvalConfig(
         steps=args.steps, seed=args.seed, quantize_head=not args.no_quantize_head
     )
-    path = quant_eval.stamp_quant_eval(args.out, cfg)
+    body = quant_eval.run_quant_eval(cfg)
+    path = results.write(
+        quant_eval.KIND, body, backend="cpu", world_size=1, path=args.out
+    )
     print(f"wrote {path}", file=sys.stderr)
-    res = json.loads(path.read_text())
+    res = results.load(quant_eval.KIND, "cpu", path)
     print(f"floor (the language's own law): {res['floor_ppl']:.4f}")
     for row in res["rows"]:
         print(f"{row['key']:22s} ppl {row['ppl']:.4f}")
@@ -133,9 +145,9 @@ def run_bench_phases(args: argparse.Namespace) -> int:
     if args.no_write:
         res = {"stamp": results.machine_stamp(1, "cpu"), **body}
     else:
-        path = phase_bench.stamp_phase_bench(body, args.out)
+        path = results.write("phases", body, backend="cpu", world_size=1, path=args.out)
         print(f"wrote {path}", file=sys.stderr)
-        res = phase_bench.load_phase_bench(path)
+        res = results.load("phases", "cpu", path)
     table = phase_bench.phase_bench_table(res)
     print(table.to_json() if args.json else table.to_text())
     return 0
@@ -144,15 +156,18 @@ def run_bench_phases(args: argparse.Namespace) -> int:
 def add_distill(parser: argparse.ArgumentParser) -> None:
     """Flags of ``aiinfra distill``."""
     parser.add_argument(
-        "--out", default=str(distill_train.DEFAULT_PATH), help="the stamped JSON"
+        "--out", help="write the stamped JSON here (default: the book's file)"
     )
 
 
 def run_distill(args: argparse.Namespace) -> int:
     """Train a teacher, then a student on labels and one by distillation; stamp."""
-    path = distill_train.stamp_distillation(args.out)
+    body = distill_train.run_distillation()
+    path = results.write(
+        distill_train.KIND, body, backend="cpu", world_size=1, path=args.out
+    )
     print(f"wrote {path}", file=sys.stderr)
-    res = distill_train.load_distillation(path)
+    res = results.load(distill_train.KIND, "cpu", path)
     print(json.dumps({k: v for k, v in res.items() if k != "curves"}, indent=1)[:2000])
     return 0
 

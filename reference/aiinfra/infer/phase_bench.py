@@ -8,8 +8,8 @@ with :mod:`aiinfra.models.roofline` (compulsory bytes) and each is timed by its 
 ``max(FLOPs / F_max, bytes / W)`` (Williams et al. 2009): a model of a GPU, not a
 measurement. :func:`run_phase_bench` measures the same two phases with this
 package's :class:`~aiinfra.models.transformer.Transformer` and its KV cache, and the
-machine's own roofs (a large matmul and a large read); :func:`stamp_phase_bench`
-writes them to ``docs/_data/bench/phases-cpu.json``. Notation: ``T`` prompt tokens,
+machine's own roofs (a large matmul and a large read); its stamped result is the
+kind ``phases`` of :mod:`aiinfra.results`. Notation: ``T`` prompt tokens,
 ``B`` sequences, ``L`` layers, ``h`` width, ``H`` and ``G`` query and KV heads.
 """
 
@@ -18,7 +18,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -32,8 +31,6 @@ from aiinfra.models.roofline import Kernel, decode_attention, matmul, prefill_at
 from aiinfra.models.transformer import Transformer
 from aiinfra.report import Table
 from aiinfra.timing import best_seconds, cuda_wall_clock
-
-FILE = "phases-cpu.json"
 
 
 def _check_dense(c: TransformerConfig) -> None:
@@ -220,20 +217,6 @@ def run_phase_bench(
         torch.set_num_threads(threads)
     config = asdict(cfg) | {"dtype": "float32", "weights": weights}
     return {"config": config, "roofs": roofs, "rows": rows}
-
-
-def stamp_phase_bench(body: dict[str, Any], path: str | Path | None = None) -> Path:
-    """Stamp ``body`` (machine, date, versions) and write it; returns the path."""
-    return results.write("phases", body, backend="cpu", world_size=1, path=path)
-
-
-def load_phase_bench(path: str | Path | None = None) -> dict[str, Any]:
-    """Read the stamped file (default: the book's ``phases-cpu.json``).
-
-    Raises:
-        FileNotFoundError: no file; the message names the command that writes it.
-    """
-    return results.load("phases", "cpu", path)
 
 
 def phase_bench_table(res: dict[str, Any]) -> Table:

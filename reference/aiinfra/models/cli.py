@@ -119,9 +119,9 @@ def run_bench_moe(args: argparse.Namespace) -> int:
     )
     res = moe_bench.run_bench(cfg)
     if not args.no_write:
-        path = moe_bench.write(res, args.out)
+        path = results.write("moe", res, backend="cpu", world_size=1, path=args.out)
         print(f"wrote {path}", file=sys.stderr)
-        res = moe_bench.load(path)
+        res = results.load("moe", "cpu", path)
     else:
         res = {"stamp": results.machine_stamp(1, "cpu"), **res}
     table = moe_bench.moe_bench_table(res)

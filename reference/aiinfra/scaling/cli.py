@@ -7,21 +7,24 @@ when there is one), then Llama 3 405B's own choice in the same terms::
 
     aiinfra scaling --flops 3.8e25 [--json]
 
-``--refit PATH`` refits the law to the runs (the paper's 4,500 starts and 1,000
-bootstrap resamples: minutes on a CPU) and writes the JSON the book reads. A bad
-flag ends with a one-line error naming it and exit status 2.
+``--refit`` refits the law to the runs (the paper's 4,500 starts and 1,000
+bootstrap resamples: minutes on a CPU) and stores it as the stamped result
+``scaling-fit`` that the book reads (:mod:`aiinfra.results`; ``--out`` elsewhere).
+A bad flag ends with a one-line error naming it and exit status 2.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
+from aiinfra import results
 from aiinfra.clikit import Command, positive_float
 
 from .report import allocation_table, run_table
-from .stamp import DEFAULT_FIT, fitted_law, load_fit, refit, write_fit
+from .stamp import KIND, fitted_law, refit
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,10 +35,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add(
         "--fit",
         type=Path,
-        default=DEFAULT_FIT,
-        help="this package's fit (JSON written by --refit); skipped if absent",
+        help="this package's fit (written by --refit; default: the book's stamped "
+        "result); skipped if absent",
     )
-    add("--refit", type=Path, help="refit to the published runs and write JSON here")
+    add("--refit", action="store_true", help="refit to the published runs, store it")
+    add("--out", type=Path, help="with --refit: write here (default: the book's file)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -51,13 +55,14 @@ def run(args: argparse.Namespace) -> int:
     Raises:
         ValueError: neither ``--flops`` nor ``--refit`` is given.
     """
-    if args.refit is not None:
-        write_fit(args.refit, refit())
-        print(f"wrote {args.refit}")
+    if args.refit:
+        path = results.write(KIND, refit(), backend="cpu", world_size=1, path=args.out)
+        print(f"wrote {path}", file=sys.stderr)
         return 0
     if args.flops is None:
         raise ValueError("--flops must be given (a budget in FLOPs), or --refit")
-    fitted = fitted_law(load_fit(args.fit)) if args.fit.is_file() else None
+    fit = args.fit or results.results_path(KIND, "cpu")
+    fitted = fitted_law(results.load(KIND, "cpu", fit)) if fit.is_file() else None
     tables = {
         "compute_optimal": allocation_table(args.flops, fitted),
         "llama3_405b": run_table(fitted=fitted),

@@ -149,7 +149,7 @@ def fit_table(result: dict[str, Any]) -> Table:
         "Hoffmann et al.'s a is computed from the printed parameters, their reported "
         "value in brackets.",
         stamp=f"{fit['points']} runs, {len(result['bootstrap'])} resamples; "
-        f"{result['stamp']}",
+        f"{result['stamp']['date'][:10]}, torch {result['stamp']['torch']}",
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
+from aiinfra import results
 from aiinfra.accelerators import GPUS
 from aiinfra.infer.kv import decode, decode_bench
 from aiinfra.models.attention.kv_cache_size import elements_per_token
@@ -60,7 +61,7 @@ def step_flops_figure() -> Figure:
 
 
 def _bench() -> dict:
-    return decode_bench.load()
+    return results.load("decode", "cpu")
 
 
 def decode_table() -> Table:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -29,7 +28,6 @@ from aiinfra.models.config import TransformerConfig
 from aiinfra.models.transformer import Transformer
 from aiinfra.report import Table
 
-FILE = "engine-cpu.json"
 _SIZES = (
     *("d_model", "n_layers", "n_heads", "n_kv_heads", "vocab_size", "requests"),
     *("prompt_min", "prompt_max", "output_min", "output_max", "static_batch"),
@@ -272,20 +270,6 @@ def step_time_fit(res: dict[str, Any]) -> tuple[float, float]:
         else 0.0
     )
     return my - b * mx, b
-
-
-def write(body: dict[str, Any], path: str | Path | None = None) -> Path:
-    """Stamp ``body`` (machine, date, versions) and write it; returns the path."""
-    return results.write("engine", body, backend="cpu", world_size=1, path=path)
-
-
-def load(path: str | Path | None = None) -> dict[str, Any]:
-    """Read the stamped file (default: the book's ``engine-cpu.json``).
-
-    Raises:
-        FileNotFoundError: no file; the message names the command that writes it.
-    """
-    return results.load("engine", "cpu", path)
 
 
 def _stamp(res: dict[str, Any]) -> str:

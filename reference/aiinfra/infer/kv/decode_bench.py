@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -24,7 +23,6 @@ from aiinfra.models.config import TransformerConfig
 from aiinfra.models.transformer import Transformer, generate_greedy
 from aiinfra.report import Table
 
-FILE = "decode-cpu.json"
 _SIZES = (
     *("d_model", "n_layers", "n_heads", "n_kv_heads", "vocab_size", "prompt_len"),
     *("new_tokens", "batch", "repeats", "threads"),
@@ -164,20 +162,6 @@ def speedup(res: dict[str, Any], n: int) -> float:
     if not 1 <= n <= len(res["cached_s"]):
         raise ValueError(f"n must be in 1..{len(res['cached_s'])}, got {n}")
     return sum(res["recompute_s"][:n]) / sum(res["cached_s"][:n])
-
-
-def write(body: dict[str, Any], path: str | Path | None = None) -> Path:
-    """Stamp ``body`` (machine, date, versions) and write it; returns the path."""
-    return results.write("decode", body, backend="cpu", world_size=1, path=path)
-
-
-def load(path: str | Path | None = None) -> dict[str, Any]:
-    """Read the stamped file (default: the book's ``decode-cpu.json``).
-
-    Raises:
-        FileNotFoundError: no file; the message names the command that writes it.
-    """
-    return results.load("decode", "cpu", path)
 
 
 def decode_bench_table(res: dict[str, Any]) -> Table:

@@ -13,11 +13,9 @@ the model with its held-out perplexity.
 from __future__ import annotations
 
 import copy
-import json
 import math
 from dataclasses import asdict, dataclass, field
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -30,9 +28,8 @@ from aiinfra.infer.quant.rtn import SCHEMES, dequantize, quantize
 from aiinfra.infer.quant.smoothquant import W8A8Linear, smoothing_scales
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.transformer import Transformer
-from aiinfra.results import machine_stamp
 
-DEFAULT_PATH = Path(__file__).resolve().parents[4] / "docs/_data/quant-eval.json"
+KIND = "quant-eval"  # its kind of aiinfra.results
 ERRORS = ("weight_err", "output_err")  # relative Frobenius errors, per layer
 METHODS = ("float", "rtn", "awq", "gptq", "w8a8", "smoothquant")
 # (method, bits, group_size) of the book's table; group None: one scale per row.
@@ -288,13 +285,3 @@ def true_perplexity(tables: Tensor, tokens: Tensor, cfg: QuantEvalConfig) -> flo
     p2 = ((tables[1, tokens[:, :-2]] == nxt).double() * zipf).sum(-1)
     nll = -((1 - p_skip) * p1 + p_skip * p2).log().sum() + n * math.log(V)
     return math.exp(float(nll) / (n * (T - 1)))
-
-
-def stamp_quant_eval(
-    path: str | Path = DEFAULT_PATH, cfg: QuantEvalConfig | None = None
-) -> Path:
-    """Run :func:`run_quant_eval` and write it, machine-stamped, as JSON."""
-    body = {"stamp": machine_stamp(1, "cpu")} | run_quant_eval(cfg)
-    (out := Path(path)).parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(body, indent=1) + "\n")
-    return out

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -27,7 +26,6 @@ from aiinfra.models.moe.spec import MoESpec
 from aiinfra.report import Table
 
 IMPLS = ("token loop", "masked per expert", "grouped", "grouped_mm")
-FILE = "moe-cpu.json"
 
 
 @dataclass(frozen=True)
@@ -109,20 +107,6 @@ def run_bench(cfg: MoEBenchConfig, generator: torch.Generator | None = None) -> 
         torch.set_num_threads(threads)
     config = asdict(cfg) | {"dtype": "float32"}
     return {"config": config, "rows": rows}
-
-
-def write(body: dict, path: str | Path | None = None) -> Path:
-    """Stamp ``body`` (machine, date, versions) and write it; returns the path."""
-    return results.write("moe", body, backend="cpu", world_size=1, path=path)
-
-
-def load(path: str | Path | None = None) -> dict:
-    """Read the stamped file (default: the book's ``moe-cpu.json``).
-
-    Raises:
-        FileNotFoundError: no file; the message names the command that writes it.
-    """
-    return results.load("moe", "cpu", path)
 
 
 def moe_bench_table(res: dict) -> Table:
