@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from aiinfra import checks
 from aiinfra.accelerators import GPUS, Gpu
-from aiinfra.models.attention.kv_cache_size import elements_per_token
+from aiinfra.models.attention.kv_cache_size import kv_bytes_per_token
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.params import count_parameters
 from aiinfra.models.presets import preset
@@ -70,7 +70,7 @@ def kv_budget(
         checks.positive_int(arg, value)
     # region budget (the arguments are checked above)
     weights = count_parameters(c).total * bytes_per_weight
-    per_token = elements_per_token(c) * bytes_per_element
+    per_token = kv_bytes_per_token(c, bytes_per_element)
     return KVBudget(weights, n_gpus * gpu.hbm_bytes - weights, per_token)
 
 

@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 
 from aiinfra import checks
-from aiinfra.models.attention.kv_cache_size import elements_per_token
+from aiinfra.models.attention.kv_cache_size import kv_bytes_per_token
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.flops import attention_flops_per_token, matmul_parameters
 from aiinfra.models.params import count_parameters
@@ -125,7 +125,7 @@ def decode_step_bytes(
             f"{batch}, {context}, {bytes_per_element}"
         )
     weights = count_parameters(config).total * bytes_per_element
-    cache = batch * context * elements_per_token(config) * bytes_per_element
+    cache = batch * context * kv_bytes_per_token(config, bytes_per_element)
     return weights + cache
 
 

@@ -58,6 +58,27 @@ def elements_per_token(c: TransformerConfig) -> int:
     return 2 * c.n_kv_heads * c.head_dim * c.n_layers  # 2 n_g d_h l
 
 
+def kv_bytes_per_token(c: TransformerConfig, bytes_per_element: float = 2) -> float:
+    """Bytes cached per token over all layers: elements times the element's size.
+
+    The one count of a cache's size in the package: the KV budget, the step cost,
+    the paged allocator's waste and the quantized caches (their codes) all use it.
+
+    Args:
+        c: the model (MHA, GQA, MQA or MLA).
+        bytes_per_element: 2 for a bf16/fp16 cache, 1 for fp8 or int8 codes.
+
+    Returns:
+        :func:`elements_per_token` times ``bytes_per_element`` (an int for an int
+        size).
+
+    Raises:
+        ValueError: ``bytes_per_element`` is not a finite number > 0.
+    """
+    checks.positive("bytes_per_element", bytes_per_element)
+    return elements_per_token(c) * bytes_per_element
+
+
 def measured_elements_per_token(
     c: TransformerConfig, n_layers: int = 2, seq_len: int = 4
 ) -> int:
