@@ -62,9 +62,12 @@ def test_extra_stamp_entries_and_another_path(tmp_path):
 
 def test_a_missing_file_names_the_command_that_writes_it(tmp_path, monkeypatch):
     monkeypatch.setenv(results.DATA_ENV, str(tmp_path))
-    command = "aiinfra bench collectives --backend nccl --world-size 8 --out"
-    with pytest.raises(FileNotFoundError, match=f"{command} {tmp_path}"):
+    command = "aiinfra bench collectives --backend nccl --world-size 8 --stamp"
+    with pytest.raises(FileNotFoundError, match=f"at {tmp_path}.*{command}"):
         results.load("collectives", "nccl")
+    other = tmp_path / "x.json"
+    with pytest.raises(FileNotFoundError, match=f"--world-size 8 --out {other}"):
+        results.load("collectives", "nccl", other)
     with pytest.raises(FileNotFoundError, match="--device cuda .*nox -s gpu"):
         results.load("attention", "cuda")
     with pytest.raises(FileNotFoundError, match="nox -s bench"):
@@ -84,11 +87,9 @@ def test_nox_gets_one_command_per_kind_and_machine():
         assert command[: len(results.KINDS[kind].command)] == [
             *results.KINDS[kind].command
         ]
-    outs = [c[c.index("--out") + 1] for c in cpu]
-    # Each writes the file that results.load reads for its kind.
-    assert outs == [str(results.results_path(k, b)) for k, b in cpu_kinds]
-    assert outs[1].endswith("ring-gloo.json") and "--repeats" in cpu[1]
-    assert all(o.endswith(("-gloo.json", "-cpu.json")) for o in outs)
+    # Each writes the book's file of its kind, the one results.load reads.
+    assert all(c[-1] == "--stamp" for c in cpu)
+    assert "--repeats" in cpu[1]
     gpu = results.commands(results.GPU_RUNS)
     assert [c[2] for c in gpu] == ["attention", "ddp", "roofline"]
     assert "cuda" in gpu[0] and gpu[1][gpu[1].index("--backend") + 1] == "nccl"

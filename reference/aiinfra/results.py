@@ -45,9 +45,15 @@ class Kind:
     backends: dict[str, tuple[str, ...]]
 
     def make_command(self, backend: str, path: Path | None = None) -> list[str]:
-        """The full command line that writes this kind's file on ``backend``."""
-        out = path or results_path(self.name, backend)
-        return [*self.command, *self.backends[backend], "--out", str(out)]
+        """The full command line that writes this kind's file on ``backend``.
+
+        ``--stamp`` writes the book's file (:func:`results_path`); another
+        ``path`` is ``--out path``.
+        """
+        where = ["--stamp"]
+        if path is not None and Path(path) != results_path(self.name, backend):
+            where = ["--out", str(path)]
+        return [*self.command, *self.backends[backend], *where]
 
 
 KINDS: dict[str, Kind] = {

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from aiinfra import checks, results
+from aiinfra import checks, progress, results
 from aiinfra.models.roofline import Kernel, matmul, prefill_attention
 from aiinfra.report import Table
 from aiinfra.timing import best_seconds, cuda_wall_clock
@@ -98,13 +98,17 @@ def _matmul_sweep(
     """Square matmuls in every dtype, skinny ones (``m`` rows) in the first."""
     n_max, rows = max(cfg.square), []
     shapes = [(n, n, n) for n in cfg.square]
-    for i, dtype in enumerate(cfg.dtypes):
-        skinny = [(m, n_max, n_max) for m in cfg.skinny] if i == 0 else []
-        for m, k, n in shapes + skinny:
-            a = torch.randn(m, k, generator=g, device=g.device).to(DTYPES[dtype])
-            b = torch.randn(k, n, generator=g, device=g.device).to(DTYPES[dtype])
-            s = time_s(lambda a=a, b=b: a @ b)  # (m, n)
-            rows.append({"m": m, "k": k, "n": n, "dtype": dtype, "seconds": s})
+    skinny = [(m, n_max, n_max) for m in cfg.skinny]
+    todo = [
+        (dtype, shape)
+        for i, dtype in enumerate(cfg.dtypes)
+        for shape in shapes + (skinny if i == 0 else [])
+    ]
+    for dtype, (m, k, n) in progress.track(todo, "matmuls"):
+        a = torch.randn(m, k, generator=g, device=g.device).to(DTYPES[dtype])
+        b = torch.randn(k, n, generator=g, device=g.device).to(DTYPES[dtype])
+        s = time_s(lambda a=a, b=b: a @ b)  # (m, n)
+        rows.append({"m": m, "k": k, "n": n, "dtype": dtype, "seconds": s})
     return rows
 
 

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from aiinfra import checks, results
+from aiinfra import checks, progress, results
 from aiinfra.accelerators import Gpu
 from aiinfra.infer.step_cost import fused_step, roof_time
 from aiinfra.models.config import TransformerConfig
@@ -204,7 +204,9 @@ def run_phase_bench(
             runs += [
                 ("decode", B, (B, 1), cfg.context, S, B * mean_kv) for B in cfg.batches
             ]
-            for phase, size, shape, start, steps, pairs in runs:  # size: T or B
+            for phase, size, shape, start, steps, pairs in progress.track(
+                runs, "prefill and decode shapes"
+            ):  # size: T or B
                 x = torch.randint(c.vocab_size, shape, generator=g, device=device)
                 s = _time_forward(model, x, start, steps, cfg.repeats, clock)
                 # pairs: (query, key) per layer, the masked ones of a prefill too

@@ -16,34 +16,32 @@ A bad flag ends with a one-line error naming it and exit status 2.
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from pathlib import Path
 
-from aiinfra import results
-from aiinfra.clikit import Command, positive_float
-
-from .report import allocation_table, run_table
-from .stamp import KIND, fitted_law, refit
+from aiinfra.clikit import Command, add_output_flags, positive_float, save, show
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``scaling`` command's flags to ``parser``."""
     add = parser.add_argument
     add("--flops", type=positive_float, help="training budget C, FLOPs (e.g. 3.8e25)")
-    add("--json", action="store_true", help="print JSON, not text")
     add(
         "--fit",
         type=Path,
         help="this package's fit (written by --refit; default: the book's stamped "
         "result); skipped if absent",
     )
-    add("--refit", action="store_true", help="refit to the published runs, store it")
-    add("--out", type=Path, help="with --refit: write here (default: the book's file)")
+    add(
+        "--refit",
+        action="store_true",
+        help="refit the law to the published runs (minutes); print it, and store "
+        "it with --stamp or --out",
+    )
+    add_output_flags(parser, measures=True)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print the allocations, or refit and write the JSON.
+    """Print the allocations, or refit (and store) the law.
 
     Args:
         args: flags added by :func:`add_arguments`.
@@ -55,22 +53,28 @@ def run(args: argparse.Namespace) -> int:
     Raises:
         ValueError: neither ``--flops`` nor ``--refit`` is given.
     """
+    from aiinfra import results
+
+    from .report import allocation_table, fit_table, run_table
+    from .stamp import KIND, fitted_law, refit
+
     if args.refit:
-        path = results.write(KIND, refit(), backend="cpu", world_size=1, path=args.out)
-        print(f"wrote {path}", file=sys.stderr)
+        res = save(args, KIND, refit(), backend="cpu", world_size=1)
+        show(args, {"The law refitted to the published runs": fit_table(res)}, res)
         return 0
     if args.flops is None:
         raise ValueError("--flops must be given (a budget in FLOPs), or --refit")
     fit = args.fit or results.results_path(KIND, "cpu")
     fitted = fitted_law(results.load(KIND, "cpu", fit)) if fit.is_file() else None
-    tables = {
-        "compute_optimal": allocation_table(args.flops, fitted),
-        "llama3_405b": run_table(fitted=fitted),
-    }
-    if args.json:
-        print(json.dumps({k: json.loads(t.to_json()) for k, t in tables.items()}))
-    else:
-        print("\n\n".join(t.to_text() for t in tables.values()))
+    show(
+        args,
+        {
+            f"Compute-optimal N and D for C = {args.flops:.3g} FLOPs": allocation_table(
+                args.flops, fitted
+            ),
+            "Llama 3 405B's choice in each law's terms": run_table(fitted=fitted),
+        },
+    )
     return 0
 
 

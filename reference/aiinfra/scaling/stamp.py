@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from aiinfra import progress
+
 from .laws import ChinchillaLaw
 
 if TYPE_CHECKING:  # the fit needs torch; reading a stored fit does not
@@ -75,7 +77,7 @@ def refit(
 
     points = chinchilla_points()
     fits = {}
-    for key, (label, select) in SUBSETS.items():
+    for key, (label, select) in progress.track(SUBSETS.items(), "subsets fitted"):
         subset = select(points)
         law, value = fit_law(subset, grid_starts(), max_iter)
         fits[key] = {

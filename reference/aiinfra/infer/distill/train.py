@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from aiinfra import progress
 from aiinfra.infer.distill.loss import distillation_loss
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.transformer import Transformer
@@ -182,7 +183,7 @@ def train(
     mask = torch.ones(c.batch, c.seq_len - 1, dtype=torch.bool)
     mask[:, 0] = False  # position 0 predicts the second token, which is uniform
     curve = [heldout_loss(model, heldout)]
-    for step in range(1, steps + 1):
+    for step in progress.track(range(1, steps + 1), "training steps"):
         x = data[torch.randint(0, len(data), (c.batch,), generator=g)]  # (B, T)
         z = model(x[:, :-1])  # (B, T - 1, V)
         if teacher is None:

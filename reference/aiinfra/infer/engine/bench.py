@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from aiinfra import checks, results
+from aiinfra import checks, progress, results
 from aiinfra.infer.engine.core import Engine, SamplingParams
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.transformer import Transformer
@@ -164,7 +164,7 @@ def run_bench(cfg: EngineBenchConfig) -> dict[str, Any]:
     try:
         _serve(_engine(model, cfg, 4), trace[:4])  # warm-up
         sweep = {}
-        for s in cfg.batch_sizes:
+        for s in progress.track(cfg.batch_sizes, "max_num_seqs"):
             sweep[s] = _serve(
                 _engine(model, cfg, s, enable_prefix_caching=False), trace
             )
@@ -279,6 +279,30 @@ def _stamp(res: dict[str, Any]) -> str:
         f"G = {c['n_kv_heads']}, fp32, blocks of {c['block_size']}, token budget "
         f"{c['token_budget']}; {c['threads']} thread(s) on "
         f"{results.machine_label(st)}; torch {st['torch']}; {st['date']}"
+    )
+
+
+def sweep_table(res: dict[str, Any]) -> Table:
+    """The batch sweep: the same requests served at each ``max_num_seqs``."""
+    rows = [
+        [
+            int(s),
+            run["steps"],
+            round(run["seconds"], 2),
+            round(run["tokens_per_s"]),
+            round(run["mean_latency_s"], 2),
+        ]
+        for s, run in sorted(res["sweep"].items(), key=lambda kv: int(kv[0]))
+    ]
+    note = (
+        "The same requests, all queued at once, greedy, served with continuous "
+        "batching of at most max_num_seqs sequences per step."
+    )
+    return Table(
+        ["max_num_seqs", "steps", "seconds", "tokens/s", "mean latency (s)"],
+        rows,
+        note,
+        _stamp(res),
     )
 
 

@@ -18,10 +18,11 @@ from typing import Any
 
 import torch
 
-from aiinfra import checks, results
+from aiinfra import checks, progress, results
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.transformer import Transformer, generate_greedy
 from aiinfra.report import Table
+from aiinfra.timing import note_spread
 
 _SIZES = (
     *("d_model", "n_layers", "n_heads", "n_kv_heads", "vocab_size", "prompt_len"),
@@ -128,22 +129,26 @@ def run_bench(
     torch.set_num_threads(cfg.threads)
     best = {"cached": [float("inf")] * cfg.new_tokens}
     best["recompute"] = list(best["cached"])
-    outputs = {}
+    outputs: dict[str, Any] = {}
+    totals: dict[str, list[float]] = {"cached": [], "recompute": []}
     try:
         with torch.no_grad():
             _timed_cached(model, prompt, 4)  # warm-up
-            for _ in range(cfg.repeats):
+            for _ in progress.track(range(cfg.repeats), "repeats"):
                 for name, loop in (
                     ("cached", _timed_cached),
                     ("recompute", _timed_recompute),
                 ):
                     outputs[name], seconds = loop(model, prompt, cfg.new_tokens)
+                    totals[name].append(sum(seconds))
                     best[name] = [
                         min(a, b) for a, b in zip(best[name], seconds, strict=True)
                     ]
             reference = generate_greedy(model, prompt, cfg.new_tokens)
     finally:
         torch.set_num_threads(threads)
+    for seconds in totals.values():
+        note_spread(seconds)
     same = all(torch.equal(t, reference) for t in outputs.values())
     return {
         "config": asdict(cfg) | {"dtype": "float32"},

@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from aiinfra import progress
 from aiinfra.infer.quant.awq import awq_search, awq_weight
 from aiinfra.infer.quant.gptq import gptq_hessian, gptq_quantize
 from aiinfra.infer.quant.rtn import SCHEMES, dequantize, quantize
@@ -112,7 +113,7 @@ def train_model(
         for p in (p for p in model.parameters() if p.dim() == 2):
             p.normal_(0.0, 0.02, generator=generator)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
-    for step in range(cfg.steps):
+    for step in progress.track(range(cfg.steps), "training steps"):
         for group in opt.param_groups:  # cosine decay to 10 %
             group["lr"] = cfg.lr * (0.55 + 0.45 * math.cos(math.pi * step / cfg.steps))
         x = sample_language(tables, cfg.batch, cfg, generator)
@@ -264,7 +265,7 @@ def run_quant_eval(
     calib = sample_language(tables, cfg.calib_seqs, cfg, g)
     heldout = sample_language(tables, cfg.heldout_seqs, cfg, g)
     rows, layers = [], {}
-    for method, bits, group in runs:
+    for method, bits, group in progress.track(runs, "quantized models"):
         qmodel = quantize_model(model, (method, bits, group), calib, cfg)
         errs = _layer_errors(model, qmodel, heldout, cfg.quantize_head)
         key = f"{method}-w{bits}" + ("" if group is None else f"-g{group}")

@@ -23,6 +23,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from aiinfra import progress
 from aiinfra.infer.distill.train import (
     DistillRunConfig,
     markov_language,
@@ -33,6 +34,7 @@ from aiinfra.infer.speculative.cached import speculative_generate_cached
 from aiinfra.infer.speculative.decoding import _law, acceptance_rate
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.transformer import Transformer
+from aiinfra.timing import note_spread
 
 SEQ_LEN = 32  # tokens per training sequence
 
@@ -132,12 +134,13 @@ def mean_acceptance(
 
 
 def _best_seconds(fn: Any, repeats: int = 20) -> float:
-    best = float("inf")
+    times = []
     for _ in range(repeats):
         start = time.perf_counter()
         fn()
-        best = min(best, time.perf_counter() - start)
-    return best
+        times.append(time.perf_counter() - start)
+    note_spread(times)
+    return min(times)
 
 
 @torch.no_grad()
@@ -187,7 +190,7 @@ def run_speculative_bench(cfg: SpeculativeBenchConfig | None = None) -> dict[str
             for k in cfg.ks
         }
         alphas: dict[int, list[float]] = {k: [] for k in cfg.ks}
-        for r in range(cfg.repeats):
+        for r in progress.track(range(cfg.repeats), "repeats"):
             for i, prompt in enumerate(prompts):
                 seed = 1000 * r + i
                 start = time.perf_counter()

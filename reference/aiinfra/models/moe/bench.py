@@ -19,11 +19,12 @@ from typing import Any
 
 import torch
 
-from aiinfra import results
+from aiinfra import progress, results
 from aiinfra.models.moe.grouped import GroupedMoELayer
 from aiinfra.models.moe.layer import MoELayer, moe_loop
 from aiinfra.models.moe.spec import MoESpec
 from aiinfra.report import Table
+from aiinfra.timing import note_spread
 
 IMPLS = ("token loop", "masked per expert", "grouped", "grouped_mm")
 
@@ -88,21 +89,22 @@ def run_bench(cfg: MoEBenchConfig, generator: torch.Generator | None = None) -> 
     torch.set_num_threads(cfg.threads)
     try:
         with torch.no_grad():
-            for T in cfg.tokens:
+            for T in progress.track(cfg.tokens, "batch sizes T"):
                 x = torch.randn(T, cfg.d_model, generator=g)  # (T, h)
                 timed = {
                     impl: fn
                     for impl, fn in runs.items()
                     if impl != "token loop" or T <= cfg.loop_max_tokens
                 }
-                best = dict.fromkeys(timed, float("inf"))
+                times: dict[str, list[float]] = {impl: [] for impl in timed}
                 for round_ in range(cfg.repeats + 1):
                     for impl, fn in timed.items():
                         seconds = _time_s(lambda fn=fn, x=x: fn(x))
                         if round_ > 0:  # round 0 warms up
-                            best[impl] = min(best[impl], seconds)
-                for impl, seconds in best.items():
-                    rows.append({"tokens": T, "impl": impl, "ms": 1e3 * seconds})
+                            times[impl].append(seconds)
+                for impl, seconds in times.items():
+                    note_spread(seconds)
+                    rows.append({"tokens": T, "impl": impl, "ms": 1e3 * min(seconds)})
     finally:
         torch.set_num_threads(threads)
     config = asdict(cfg) | {"dtype": "float32"}
