@@ -119,7 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     cmd: Command = args.chosen
     try:
         quiet = getattr(args, "quiet", False)
-        said = f"aiinfra {cmd.words}: {cmd.runs}" if cmd.runs and not quiet else ""
+        said = "" if quiet else cmd.announcement(args)
         with progress.shown(progress_wanted(args), said), timing.recording():
             return args.run(args)
     except MissingDependency as exc:

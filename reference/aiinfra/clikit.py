@@ -68,7 +68,8 @@ class Command:
         add_arguments: adds the command's flags to its parser.
         run: runs the parsed flags and returns the exit status.
         runs: for a command that takes more than a moment, what it runs and about
-            how long with its defaults; printed to stderr before it starts.
+            how long: a sentence, or a function of the parsed flags that words it
+            for them; printed to stderr when the work starts.
     """
 
     group: str
@@ -76,7 +77,12 @@ class Command:
     help: str
     add_arguments: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace], int]
-    runs: str = ""
+    runs: str | Callable[[argparse.Namespace], str] = ""
+
+    def announcement(self, args: argparse.Namespace) -> str:
+        """The line said before the work: ``aiinfra <words>: <runs>``, or ``""``."""
+        text = self.runs(args) if callable(self.runs) else self.runs
+        return f"aiinfra {self.words}: {text}" if text else ""
 
     @property
     def words(self) -> str:

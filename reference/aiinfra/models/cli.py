@@ -135,6 +135,15 @@ def run_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _moe_runs(args: argparse.Namespace) -> str:
+    """What ``bench moe`` runs; its defaults take about 30 s."""
+    sizes = ", ".join(map(str, args.tokens))
+    return (
+        f"three ways to compute {args.n_experts} experts at T = {sizes}, "
+        f"{args.repeats} repeats; about 30 s with the defaults"
+    )
+
+
 COMMANDS = (
     Command(
         "bench",
@@ -142,8 +151,11 @@ COMMANDS = (
         "time and memory of naive, tiled, Triton and SDPA attention",
         add_bench_attention,
         run_bench_attention,
-        runs="each implementation at each sequence length, 3 repeats; about 20 s "
-        "on a CPU with the defaults",
+        runs=lambda a: (
+            "each implementation at each sequence length "
+            f"({' '.join(map(str, a.seq_lens or ('128', '256', '512')))}) and pass, "
+            f"{a.repeats} repeats; seconds to a minute on a CPU"
+        ),
     ),
     Command(
         "bench",
@@ -151,8 +163,7 @@ COMMANDS = (
         "token loop, masked per-expert loop and grouped MoE experts on the CPU",
         add_bench_moe,
         run_bench_moe,
-        runs="three ways to compute 64 experts at T = 256, 1024, 4096, 15 repeats; "
-        "about 30 s",
+        runs=_moe_runs,
     ),
     Command(
         "list",

@@ -11,7 +11,7 @@ Three runs of the real :class:`~aiinfra.infer.engine.core.Engine` on one random 
   other, with the prefix cache on and off: prompt tokens computed and TTFT.
 
 Greedy decoding makes every run produce the same tokens for a request, which the
-result records. ``aiinfra bench engine`` stamps ``docs/_data/bench/engine-cpu.json``.
+result records. ``aiinfra bench engine --stamp`` stores ``engine-cpu.json``.
 """
 
 from __future__ import annotations

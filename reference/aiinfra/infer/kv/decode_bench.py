@@ -6,8 +6,8 @@ per step) and :func:`~aiinfra.infer.kv.decode.generate_recompute`'s (the whole p
 every step). Each step is timed on its own, so the file holds the time of every
 generated token, and the speed-up after ``n`` tokens is the ratio of the cumulative
 times. The two loops alternate over the repeats and each step keeps its fastest
-repeat (the least disturbed on a shared machine). ``aiinfra bench decode`` stamps
-the result into ``docs/_data/bench/decode-cpu.json``.
+repeat (the least disturbed on a shared machine). ``aiinfra bench decode --stamp``
+stores the result as ``docs/_data/bench/decode-cpu.json``.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ expert), with ``torch._grouped_mm`` as a fourth variant where the build has it. 
 forward pass is timed (no autograd) over batch sizes ``T``, the implementations in
 turn within each repeat so that a busy machine slows them alike, and the fastest
 repeat is kept (the least disturbed);
-``aiinfra bench moe`` stamps the rows into ``docs/_data/bench/moe-cpu.json``.
+``aiinfra bench moe --stamp`` stores the rows as ``docs/_data/bench/moe-cpu.json``.
 """
 
 from __future__ import annotations
