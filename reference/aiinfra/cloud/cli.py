@@ -244,7 +244,32 @@ def run_bench_container(args: argparse.Namespace) -> int:
         + [["total", sum(s for _, s in sizes) / 1e6]],
         note="The installed size of the image's largest Python distributions.",
     )
-    show(args, {"The training image's Python layer": table}, res)
+    namespaces = Table(
+        ["namespace", "inode"],
+        [[k, v] for k, v in res["namespaces"].items()],
+        note=f"This process's namespaces; {res['new_namespaces']} differ from "
+        "PID 1's (0: not in a container).",
+    )
+    limits = Table(
+        ["cgroup", "CPUs", "memory (bytes)"],
+        [
+            [
+                res["cgroup"]["cgroup"],
+                res["cgroup"]["cpus"] or "no limit",
+                res["cgroup"]["memory_bytes"] or "no limit",
+            ]
+        ],
+        note="The cgroup's CPU quota and memory limit, as this process reads them.",
+    )
+    show(
+        args,
+        {
+            "The training image's Python layer": table,
+            "This process's namespaces": namespaces,
+            "Its cgroup's limits": limits,
+        },
+        res,
+    )
     return 0
 
 

@@ -49,6 +49,7 @@ def run_bench_roofline(args: argparse.Namespace) -> int:
     import torch
 
     from aiinfra.hardware import roofline_bench as rb
+    from aiinfra.report import Table
 
     if args.smoke:  # the smoke run's sizes are what the first line echoes
         vars(args).update(dataclasses.asdict(rb.SMOKE))
@@ -57,7 +58,35 @@ def run_bench_roofline(args: argparse.Namespace) -> int:
         raise ValueError("--device cuda needs a CUDA GPU; none is present")
     body = rb.run_roofline_bench(cfg, device=args.device)
     res = save(args, "roofline", body, backend=args.device, world_size=1)
-    show(args, {"This machine's roofline": rb.roofline_bench_table(res)}, res)
+    matmuls = Table(
+        ["m", "k", "n", "dtype", "GFLOP/s"],
+        [
+            [
+                r["m"],
+                r["k"],
+                r["n"],
+                r["dtype"],
+                2 * r["m"] * r["k"] * r["n"] / r["seconds"] / 1e9,
+            ]
+            for r in res["matmuls"]
+        ],
+        note="The fastest repeat of each matmul; the peak is the fastest of the first "
+        "dtype.",
+    )
+    streams = Table(
+        ["kernel", "GB/s"],
+        [[r["kernel"], r["bytes"] / r["seconds"] / 1e9] for r in res["streams"]],
+        note="Bytes moved over the fastest repeat; the bandwidth is the fastest.",
+    )
+    show(
+        args,
+        {
+            "This machine's roofline": rb.roofline_bench_table(res),
+            "The matmul sweep (the compute roof)": matmuls,
+            "The streaming kernels (the memory roof)": streams,
+        },
+        res,
+    )
     return 0
 
 

@@ -65,7 +65,20 @@ def run_quantize(args: argparse.Namespace) -> int:
         note=f"The language's own perplexity (the floor): {res['floor_ppl']:.4f}. "
         "Errors: relative Frobenius norms, mean over the layers.",
     )
-    show(args, {"Perplexity of each quantized model": table}, res)
+    layers = Table(
+        ["run", "layer", "weight error", "output error"],
+        [
+            [run, r["layer"], r["weight_err"], r["output_err"]]
+            for run, rows in res["layers"].items()
+            for r in rows
+        ],
+        note="Relative Frobenius errors of each quantized layer, on held-out inputs.",
+    )
+    show(
+        args,
+        {"Perplexity of each quantized model": table, "Error of each layer": layers},
+        res,
+    )
     return 0
 
 
@@ -97,7 +110,30 @@ def run_distill(args: argparse.Namespace) -> int:
         f"{res['source_loss']:.4f}. labels: the student trained on the labels "
         "alone; distilled: on the teacher's soft targets too.",
     )
-    show(args, {"Held-out loss of the teacher and the two students": table}, res)
+    every = res["config"]["eval_every"]
+    longest = max(len(c) for c in res["curves"].values())
+    curves = Table(
+        ["step", *runs],
+        [
+            [
+                i * every,
+                *(
+                    res["curves"][r][i] if i < len(res["curves"][r]) else ""
+                    for r in runs
+                ),
+            ]
+            for i in range(longest)
+        ],
+        note="Held-out loss, nats per token, while each model trains.",
+    )
+    show(
+        args,
+        {
+            "Held-out loss of the teacher and the two students": table,
+            "Held-out loss while training": curves,
+        },
+        res,
+    )
     return 0
 
 

@@ -98,9 +98,38 @@ def run_bench_zero(args: argparse.Namespace) -> int:
         note="The training loss of each step: every implementation should agree "
         "with one process.",
     )
-    show(args, {"Losses of each ZeRO implementation": losses}, res)
+    memory = Table(
+        ["stage", "ranks", "parameters (B)", "gradients (B)", "optimizer (B)"],
+        [
+            [m["stage"], m["world_size"], *(m["bytes"][k] for k in PARTS)]
+            for m in body["memory"]
+        ],
+        note="Bytes each ZeRO stage holds on rank 0, measured.",
+    )
+    model = body["estimates"]["model"]
+    estimates = Table(
+        ["stage", "per GPU (GB)", "per node, CPU (GB)"],
+        [
+            [stage, e["gpu"] / 1e9, e["cpu"] / 1e9]
+            for stage, e in body["estimates"]["deepspeed"].items()
+        ],
+        note="DeepSpeed's own estimator for a model of "
+        f"{model['n_params']:.3g} parameters on {model['num_nodes']} nodes of "
+        f"{model['num_gpus_per_node']} GPUs.",
+    )
+    show(
+        args,
+        {
+            "Losses of each ZeRO implementation": losses,
+            "Memory of each stage, measured": memory,
+            "DeepSpeed's memory estimates": estimates,
+        },
+        res,
+    )
     return 0
 
+
+PARTS = ("params", "grads", "optimizer")  # the model states, as measured
 
 COMMANDS = (
     Command(
