@@ -79,7 +79,7 @@ def test_config_errors_are_usage_errors_that_name_the_flag(capsys):
     with pytest.raises(SystemExit) as exit_:
         cli.main(["bench", "attention", "--device", "cpu", "--impl", "triton"])
     assert exit_.value.code == 2
-    assert "triton needs a CUDA device" in capsys.readouterr().err
+    assert "--impl: triton needs a CUDA device" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exit_:
         cli.main(["bench", "zero", "--world-size", "5"])
     assert exit_.value.code == 2
@@ -108,7 +108,10 @@ def test_comm_cost_prints_every_algorithm_and_the_crossovers(capsys):
     assert "rabenseifner_all_reduce" in out and "recursive doubling vs ring" in out
     assert cli.main(["comm", "cost", "--p", "16", "--link", "ib100", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["crossovers"]["rows"][0][0] == 16
+    assert doc["inputs"] == {"p": 16, "size": 16 * 2**20, "link": "ib100"}
+    costs, crossovers = doc["tables"].values()
+    assert crossovers["rows"][0][0] == 16
+    assert "rabenseifner_all_reduce" in [r[0] for r in costs["rows"]]
 
 
 @pytest.mark.slow
@@ -136,7 +139,7 @@ def test_bench_collectives_runs_and_writes_a_stamped_results_file(tmp_path, caps
         str(out),
     ]
     assert cli.main(argv) == 0
-    printed = json.loads(capsys.readouterr().out)
+    printed = json.loads(capsys.readouterr().out)["result"]
     assert [r["algorithm"] for r in printed["rows"]] == ["ring", "torch"]
     assert all(r["wrong"] == 0 for r in printed["rows"])
     saved = json.loads(out.read_text())
@@ -192,9 +195,16 @@ def test_nccl_without_gpus_exits_2_before_any_process_starts(monkeypatch, capsys
     assert "--backend nccl needs one CUDA GPU per rank" in capsys.readouterr().err
 
 
-def test_a_missing_command_exits_2(capsys):
+def test_a_bare_command_lists_the_commands(capsys):
+    # A newcomer's first try: `aiinfra` alone lists the groups, `aiinfra bench`
+    # the benchmarks; neither is an error.
+    assert cli.main([]) == 0
+    out = capsys.readouterr().out
+    assert "memory" in out and "bench" in out and "required" not in out
+    assert cli.main(["bench"]) == 0
+    assert "collectives" in capsys.readouterr().out
     with pytest.raises(SystemExit) as exit_:
-        cli.main(["bench"])
+        cli.main(["bench", "colectives"])
     assert exit_.value.code == 2
 
 
@@ -211,6 +221,19 @@ def test_memory_bad_dp_exits_2(capsys):
         cli.main(["memory", "--model", "llama-3-8b", "--dp", "0"])
     assert exit_.value.code == 2
     assert "--dp: must be an int >= 1" in capsys.readouterr().err
+
+
+def test_help_shows_every_default(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["bench", "decode", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "--new-tokens NEW_TOKENS tokens to generate (default: 512)" in out
+    assert "--repeats REPEATS timed runs (default: 3)" in out
+    with pytest.raises(SystemExit):
+        cli.main(["budget", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "training tokens D (default: 1.56e+13)" in out
+    assert "(default: 0.3 0.4 0.5)" in out
 
 
 @pytest.mark.slow
@@ -244,10 +267,10 @@ def test_bench_collectives_joins_a_torchrun_job_instead_of_spawning():
     ]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=True)
     start = out.stdout.index("{")  # only rank 0 prints
-    rows = json.loads(out.stdout[start:])["rows"]
-    assert {r["algorithm"] for r in rows} == {"ring", "torch"}
-    assert all(r["wrong"] == 0 for r in rows)
-    assert json.loads(out.stdout[start:])["stamp"]["world_size"] == 2
+    result = json.loads(out.stdout[start:])["result"]
+    assert {r["algorithm"] for r in result["rows"]} == {"ring", "torch"}
+    assert all(r["wrong"] == 0 for r in result["rows"])
+    assert result["stamp"]["world_size"] == 2
 
 
 def test_chapter_commands_are_found_without_a_list():
@@ -264,5 +287,102 @@ def test_chapter_commands_are_found_without_a_list():
         len(importlib.import_module(m).COMMANDS) for m in cli.chapter_clis()
     )
     # 16, then roofline, budget, storage, hangs, k8s render, k8s monitoring, restart,
-    # container
-    assert len(cli.commands()) == n_commands == 24
+    # container, list
+    assert len(cli.commands()) == n_commands == 25
+
+
+def _require_calls() -> set[tuple[str, str]]:
+    """Every ``require(module, extra)`` of the package, read from its source."""
+    import ast
+    import pathlib
+
+    import aiinfra
+
+    found = set()
+    for path in pathlib.Path(aiinfra.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Call)
+                and getattr(node.func, "id", getattr(node.func, "attr", ""))
+                == "require"
+                and len(node.args) == 2
+                and all(isinstance(a, ast.Constant) for a in node.args)
+            ):
+                found.add((node.args[0].value, node.args[1].value))
+    return found
+
+
+def test_every_install_hint_names_a_distribution_its_extra_installs(monkeypatch):
+    # The hint must be installable as printed: the distribution pip knows (PyYAML
+    # for `import yaml`), pinned in constraints.txt and listed in the named extra.
+    import pathlib
+    import re
+    import tomllib
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    pins = {
+        re.sub(r"[-_.]+", "-", line.split("==")[0]).lower()
+        for line in (root / "constraints.txt").read_text().splitlines()
+        if "==" in line
+    }
+    extras = tomllib.loads((root / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    calls = _require_calls()
+    assert {("yaml", "cloud"), ("deepspeed", "parallel")} <= calls
+    for module, extra in calls:
+        dist = clikit.DISTRIBUTIONS.get(module, module)
+        assert dist.lower().replace("_", "-") in pins, (module, dist)
+        listed = {re.split(r"[=<>\[]", r)[0].lower() for r in extras[extra]}
+        assert dist.lower() in listed, (module, extra)
+        with pytest.raises(clikit.MissingDependency) as info:
+            clikit.require("no_such_module_" + module, extra)
+        assert f"pip install 'aiinfra[{extra}]'" in str(info.value)
+    monkeypatch.setitem(sys.modules, "yaml", None)  # as if PyYAML were missing
+    with pytest.raises(clikit.MissingDependency) as info:
+        clikit.require("yaml", "cloud")
+    assert str(info.value).endswith("(or pip install PyYAML)")
+
+
+# The calculators and --help with torch (and numpy's heavy users) blocked: none of
+# them may import torch, so they answer in well under a second.
+WITHOUT_TORCH = """
+import contextlib, io, json, sys
+for name in ("torch", "matplotlib", "transformers", "deepspeed"):
+    sys.modules[name] = None
+from aiinfra import cli
+runs = [
+    ["--help"],
+    ["memory", "--model", "llama-3-8b", "--seq", "8192", "--zero", "1", "--dp", "8"],
+    ["comm", "cost", "--p", "64", "--size", "256M", "--link", "ib400"],
+    ["plan", "--model", "llama-3-70b", "--gpu", "h100", "--gpus", "64",
+     "--global-batch", "4M", "--top", "5"],
+    ["budget", "--gpu", "h100", "--json"],
+    ["scaling", "--flops", "3.8e25"],
+    ["k8s", "render", "--kind", "jobset"],
+    ["list"],
+] + [
+    [*words.split(), "--help"]
+    for words in ("memory", "comm cost", "plan", "budget", "scaling", "k8s render")
+]
+codes = []
+for argv in runs:
+    with contextlib.redirect_stdout(io.StringIO()):
+        try:
+            codes.append(cli.main(argv))
+        except SystemExit as e:
+            codes.append(e.code)
+print(json.dumps(codes))
+"""
+
+
+def test_help_and_the_calculators_never_import_torch():
+    done = subprocess.run(
+        [sys.executable, "-c", WITHOUT_TORCH],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    codes = json.loads(done.stdout.strip().splitlines()[-1])
+    assert codes == [0] * len(codes)

@@ -62,9 +62,12 @@ def test_extra_stamp_entries_and_another_path(tmp_path):
 
 def test_a_missing_file_names_the_command_that_writes_it(tmp_path, monkeypatch):
     monkeypatch.setenv(results.DATA_ENV, str(tmp_path))
-    command = "aiinfra bench collectives --backend nccl --world-size 8 --out"
-    with pytest.raises(FileNotFoundError, match=f"{command} {tmp_path}"):
+    command = "aiinfra bench collectives --backend nccl --world-size 8 --stamp"
+    with pytest.raises(FileNotFoundError, match=f"at {tmp_path}.*{command}"):
         results.load("collectives", "nccl")
+    other = tmp_path / "x.json"
+    with pytest.raises(FileNotFoundError, match=f"--world-size 8 --out {other}"):
+        results.load("collectives", "nccl", other)
     with pytest.raises(FileNotFoundError, match="--device cuda .*nox -s gpu"):
         results.load("attention", "cuda")
     with pytest.raises(FileNotFoundError, match="nox -s bench"):
@@ -73,38 +76,20 @@ def test_a_missing_file_names_the_command_that_writes_it(tmp_path, monkeypatch):
 
 def test_nox_gets_one_command_per_kind_and_machine():
     cpu = results.commands()
-    assert [c[2] for c in cpu] == [
-        "collectives",
-        "collectives",
-        "ddp",
-        "zero",
-        "attention",
-        "moe",
-        "decode",
-        "phases",
-        "engine",
-        "speculative",
-        "roofline",
-        "storage",
-        "hangs",
-        "restart",
-        "container",
+    kinds = [(k, b) for k, spec in results.KINDS.items() for b in spec.backends]
+    cpu_kinds = [(k, b) for k, b in kinds if b in results.CPU_BACKENDS]
+    assert [k for k, _ in cpu_kinds] == [
+        *("collectives", "ring", "ddp", "zero", "attention", "moe", "decode"),
+        *("phases", "engine", "speculative", "roofline", "quant-eval"),
+        *("distillation", "scaling-fit", "storage", "hangs", "restart", "container"),
     ]
-    outs = [c[c.index("--out") + 1] for c in cpu]
-    # The benchmarks with their own writers read the very file nox tells them to
-    # write.
-    from aiinfra.infer import phase_bench
-    from aiinfra.infer.engine import bench as engine_bench
-    from aiinfra.infer.kv import decode_bench
-    from aiinfra.infer.speculative import bench as speculative_bench
-    from aiinfra.models.moe import bench as moe_bench
-
-    for i, module in ((5, moe_bench), (6, decode_bench), (7, phase_bench)):
-        assert outs[i] == str(results.data_dir() / module.FILE)
-    assert outs[8] == str(results.data_dir() / engine_bench.FILE)
-    assert outs[9] == str(results.data_dir() / speculative_bench.FILE)
-    assert outs[1].endswith("ring-gloo.json") and "--repeats" in cpu[1]
-    assert all(o.endswith(("-gloo.json", "-cpu.json")) for o in outs)
+    for (kind, _), command in zip(cpu_kinds, cpu, strict=True):
+        assert command[: len(results.KINDS[kind].command)] == [
+            *results.KINDS[kind].command
+        ]
+    # Each writes the book's file of its kind, the one results.load reads.
+    assert all(c[-1] == "--stamp" for c in cpu)
+    assert "--repeats" in cpu[1]
     gpu = results.commands(results.GPU_RUNS)
     assert [c[2] for c in gpu] == ["attention", "ddp", "roofline"]
     assert "cuda" in gpu[0] and gpu[1][gpu[1].index("--backend") + 1] == "nccl"
@@ -128,6 +113,9 @@ def test_bad_kind_backend_or_body_is_named(call, message):
 
 def test_every_cpu_kind_the_book_renders_is_committed():
     # The book renders these; a missing one would fail its build.
-    for kind in ("collectives", "ddp", "zero"):
-        doc = results.load(kind, "gloo")
+    for kind, backend in (
+        *(("collectives", "gloo"), ("ddp", "gloo"), ("zero", "gloo")),
+        *(("quant-eval", "cpu"), ("distillation", "cpu"), ("scaling-fit", "cpu")),
+    ):
+        doc = results.load(kind, backend)
         assert {"date", "cpu", "world_size", "torch"} <= set(doc["stamp"])

@@ -86,10 +86,17 @@ def benchmark_commands(out: pathlib.Path) -> list[tuple[str, list[str]]]:
         check=True,
     ).stdout
     runs = json.loads(text.strip().splitlines()[-1])
+
+    def into_out(name: str, argv: list[str]) -> list[str]:
+        """``--stamp`` (the results folder, here ``out``) as an explicit ``--out``."""
+        where = ["--out", str(out / f"{name}.json")]
+        return [w for a in argv for w in (where if a == "--stamp" else [a])]
+
     # ``aiinfra`` is the console script of an installed package; here it is
     # the module, with no install.
     return [
-        (name, [sys.executable, "-m", "aiinfra.cli", *argv[1:]]) for name, argv in runs
+        (name, [sys.executable, "-m", "aiinfra.cli", *into_out(name, argv)[1:]])
+        for name, argv in runs
     ]
 
 

@@ -101,8 +101,8 @@ class Table:
         return fill(self.stamp, self.fields)
 
     def to_text(self) -> str:
-        """Render as aligned plain text, numbers right-aligned."""
-        cells = [self.columns] + [[format_cell(v) for v in r] for r in self.rows]
+        """Render as aligned plain text, numbers right-aligned (:func:`text_cell`)."""
+        cells = [self.columns] + [[text_cell(v) for v in r] for r in self.rows]
         widths = [max(len(row[i]) for row in cells) for i in range(len(self.columns))]
         lines = [
             "  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True))
@@ -112,17 +112,18 @@ class Table:
         lines += [text for text in (self.note_text, self.stamp_text) if text]
         return "\n".join(lines)
 
+    def as_dict(self) -> dict[str, Any]:
+        """``{"columns", "rows", "note", "stamp"}``, ready for JSON."""
+        return {
+            "columns": self.columns,
+            "rows": self.rows,
+            "note": self.note_text,
+            "stamp": self.stamp_text,
+        }
+
     def to_json(self) -> str:
         """Render as JSON: ``{"columns", "rows", "note", "stamp"}``."""
-        return json.dumps(
-            {
-                "columns": self.columns,
-                "rows": self.rows,
-                "note": self.note_text,
-                "stamp": self.stamp_text,
-            },
-            indent=2,
-        )
+        return json.dumps(self.as_dict(), indent=2)
 
 
 # A field of a note or a stamp: {name}, not a TeX group (\\frac{a}{b}) or {{.
@@ -167,3 +168,15 @@ def format_cell(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
     return str(value)
+
+
+def text_cell(value: Any) -> str:
+    """Format one cell for a terminal: 4 significant digits, no exponent.
+
+    From 0.001 to a billion a float is written out (``10830``, not ``1.083e+04``),
+    so a column of times reads one way.
+    """
+    if isinstance(value, float) and value and 1e-3 <= abs(value) < 1e9:
+        short = f"{value:.4g}"
+        return f"{float(short):.0f}" if "e" in short else short
+    return format_cell(value)

@@ -21,8 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
-
 import aiinfra
 
 # The book's data folder when the package runs from its repository.
@@ -47,9 +45,15 @@ class Kind:
     backends: dict[str, tuple[str, ...]]
 
     def make_command(self, backend: str, path: Path | None = None) -> list[str]:
-        """The full command line that writes this kind's file on ``backend``."""
-        out = path or results_path(self.name, backend)
-        return [*self.command, *self.backends[backend], "--out", str(out)]
+        """The full command line that writes this kind's file on ``backend``.
+
+        ``--stamp`` writes the book's file (:func:`results_path`); another
+        ``path`` is ``--out path``.
+        """
+        where = ["--stamp"]
+        if path is not None and Path(path) != results_path(self.name, backend):
+            where = ["--out", str(path)]
+        return [*self.command, *self.backends[backend], *where]
 
 
 KINDS: dict[str, Kind] = {
@@ -118,6 +122,14 @@ KINDS: dict[str, Kind] = {
             ),
         },
     ),
+    # A small model quantized by RTN, AWQ, GPTQ, SmoothQuant: perplexities
+    # (quantization_calibrated.rst); training takes minutes.
+    "quant-eval": Kind("quant-eval", ("aiinfra", "quantize"), {"cpu": ()}),
+    # A student distilled from a teacher and one trained on labels (distillation.rst).
+    "distillation": Kind("distillation", ("aiinfra", "distill"), {"cpu": ()}),
+    # Chinchilla's law refitted to the published runs, with a bootstrap
+    # (scaling_laws.rst): the paper's 4,500 starts and 1,000 resamples, minutes.
+    "scaling-fit": Kind("scaling-fit", ("aiinfra", "scaling", "--refit"), {"cpu": ()}),
     # Sharded, asynchronous and atomic checkpoints, data loading (checkpoints.rst).
     "storage": Kind("storage", ("aiinfra", "bench", "storage"), {"gloo": ()}),
     # What each reproducible hang prints and how long it takes to fail (hangs.rst).
@@ -188,6 +200,8 @@ def machine_stamp(world_size: int, backend: str) -> dict[str, Any]:
         backend: ``gloo``, ``nccl`` or ``cuda``; a GPU model is recorded for the
             last two when CUDA is available.
     """
+    import torch  # here, not above: the calculators never stamp, and start faster
+
     gpu = backend in ("nccl", "cuda") and torch.cuda.is_available()
     return {
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),

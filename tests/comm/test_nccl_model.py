@@ -132,7 +132,10 @@ def test_hierarchy_table_by_hand():
 @pytest.mark.parametrize(
     ("call", "match"),
     [
-        (lambda: nccl_model.btree_parent(14, 14), r"r must be an int in \[0, p\)"),
+        (
+            lambda: nccl_model.btree_parent(14, 14),
+            r"r must be an int in \[0, 13\], got 14",
+        ),
         (lambda: nccl_model.double_binary_tree(0), "p must be an int >= 1"),
         (lambda: nccl_model.ring_inter_node_hops(12, 8), r"local_size \(8\)"),
         (

@@ -41,13 +41,16 @@ def test_every_published_run_implies_a_possible_mfu():
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda: budget.training_flops(0, 1e12), "params must be > 0"),
-        (lambda: budget.training_flops(1e9, -1), "tokens must be > 0"),
+        (lambda: budget.training_flops(0, 1e12), "params must be a finite number > 0"),
+        (lambda: budget.training_flops(1e9, -1), "tokens must be a finite number > 0"),
         (lambda: budget.gpu_days(1e24, "H100", 0), r"mfu must be in \(0, 1\]"),
         (lambda: budget.gpu_days(1e24, "H100", 1.5), r"mfu must be in \(0, 1\]"),
         (lambda: budget.gpu_days(1e24, "V100", 0.4), "gpu must be one of"),
-        (lambda: budget.wall_days(1e24, "H100", 0, 0.4), "n_gpus must be a positive"),
-        (lambda: budget.wall_days(1e24, "H100", 2.5, 0.4), "n_gpus must be a positive"),
+        (lambda: budget.wall_days(1e24, "H100", 0, 0.4), "n_gpus must be an int >= 1"),
+        (
+            lambda: budget.wall_days(1e24, "H100", 2.5, 0.4),
+            "n_gpus must be an int >= 1",
+        ),
         (lambda: budget.budget_table(1e9, 1e12, "H100", 8, ()), "mfus must name"),
     ],
 )

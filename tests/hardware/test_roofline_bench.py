@@ -5,7 +5,7 @@ import json
 import matplotlib
 import pytest
 import torch
-from aiinfra import cli
+from aiinfra import cli, results
 from aiinfra.accelerators import GPUS
 from aiinfra.hardware import roofline_bench as rb
 from aiinfra.models.roofline import matmul, prefill_attention
@@ -83,7 +83,7 @@ def test_bad_config_is_rejected(bad):
 def test_command_stamps_a_file_that_loads(tmp_path, capsys):
     out = tmp_path / "roofline.json"
     assert cli.main(["bench", "roofline", "--smoke", "--out", str(out)]) == 0
-    res = rb.load_roofline_bench(out)
+    res = results.load("roofline", "cpu", out)
     assert res["stamp"]["backend"] == "cpu" and res == json.loads(out.read_text())
     assert "decode GEMV" in capsys.readouterr().out
 
@@ -107,7 +107,7 @@ def test_gpu_run_is_bounded_by_its_roofline():
 def test_the_stamped_file_supports_what_the_page_says():
     """roofline.rst reads docs/_data/bench/roofline-cpu.json: every point within the
     noise of its roof, the batched GEMM right of this CPU's ridge, decoding left."""
-    res = rb.load_roofline_bench(None, "cpu")
+    res = results.load("roofline", "cpu")
     peak, bw = res["roofs"]["peak_flops"], res["roofs"]["bandwidth"]
     ridge = res["roofs"]["ridge"]
     by_name = {k["name"]: k for k in res["kernels"]}

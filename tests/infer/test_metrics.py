@@ -9,6 +9,7 @@ import random
 import numpy as np
 import pytest
 import torch
+from aiinfra import results
 from aiinfra.accelerators import GPUS
 from aiinfra.infer import phase_bench as pb
 from aiinfra.infer.metrics import (
@@ -282,19 +283,27 @@ def test_phase_bench_runs_stamps_and_loads(tmp_path):
     assert got == [("prefill", 4), ("prefill", 8), ("decode", 1), ("decode", 2)]
     assert all(r["seconds"] > 0 and r["tokens_per_s"] > 0 for r in body["rows"])
     assert body["roofs"]["flops"] > 0 and body["roofs"]["read_bytes_per_s"] > 0
-    path = pb.stamp_phase_bench(body, tmp_path / "phases-cpu.json")
-    loaded = pb.load_phase_bench(path)
+    path = results.write(
+        "phases", body, backend="cpu", world_size=1, path=tmp_path / "p.json"
+    )
+    loaded = results.load("phases", "cpu", path)
     assert loaded == json.loads(path.read_text())
     assert loaded["stamp"]["torch"] == torch.__version__
     table = pb.phase_bench_table(loaded)
     assert [row[:2] for row in table.rows] == [list(g) for g in got]
     with pytest.raises(FileNotFoundError, match="aiinfra bench phases"):
-        pb.load_phase_bench(tmp_path / "missing.json")
+        results.load("phases", "cpu", tmp_path / "missing.json")
 
 
 @pytest.mark.parametrize(
-    "bad", [{"repeats": 0}, {"batches": ()}, {"prompt_lens": (4, 0)}, {"d_ff": 1.5}]
+    ("bad", "match"),
+    [
+        ({"repeats": 0}, "repeats must be an int >= 1"),
+        ({"batches": ()}, "batches must be a non-empty sequence of ints >= 1"),
+        ({"prompt_lens": (4, 0)}, "prompt_lens must be a non-empty sequence of ints"),
+        ({"d_ff": 1.5}, "d_ff must be an int >= 1"),
+    ],
 )
-def test_phase_bench_config_refuses_bad_sizes(bad):
-    with pytest.raises(ValueError, match="must be positive integers"):
+def test_phase_bench_config_refuses_bad_sizes(bad, match):
+    with pytest.raises(ValueError, match=match):
         pb.PhaseBenchConfig(**(TINY | bad))

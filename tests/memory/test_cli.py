@@ -30,7 +30,7 @@ def test_json_equals_the_calculator(capsys):
     argv = ["--model", "llama-3-70b", "--tp", "8", "--sp", "--recompute", "selective"]
     argv += ["--zero", "1", "--dp", "16", "--json"]
     rc, out, _ = _run(argv, capsys)
-    table = json.loads(out)
+    (table,) = json.loads(out)["tables"].values()
     total = dict((r[0], r) for r in table["rows"])["total"]
     est = estimate_memory(
         preset("llama-3-70b"), 4096, 1, 8, True, "selective", zero=1, dp=16
@@ -43,7 +43,8 @@ def test_reads_a_config_file(tmp_path, capsys):
     path = tmp_path / "config.json"
     path.write_text(json.dumps(PRESETS["gpt2"]))
     rc, out, _ = _run(["--config", str(path), "--seq", "1024", "--json"], capsys)
-    assert rc == 0 and "124,439,808" in json.loads(out)["stamp"]
+    (table,) = json.loads(out)["tables"].values()
+    assert rc == 0 and "124,439,808" in table["stamp"]
 
 
 def test_a_preset_and_its_config_file_give_the_same_table(tmp_path, capsys):
@@ -51,7 +52,9 @@ def test_a_preset_and_its_config_file_give_the_same_table(tmp_path, capsys):
     path.write_text(json.dumps(PRESETS["qwen2.5-72b"]))
     _, from_file, _ = _run(["--config", str(path), "--tp", "8", "--json"], capsys)
     _, from_name, _ = _run(["--model", "Qwen2.5-72B", "--tp", "8", "--json"], capsys)
-    assert json.loads(from_file)["rows"] == json.loads(from_name)["rows"]
+    (file_table,) = json.loads(from_file)["tables"].values()
+    (name_table,) = json.loads(from_name)["tables"].values()
+    assert file_table["rows"] == name_table["rows"]
     assert "72,706,203,648" in from_name  # q, k, v biases counted
 
 
@@ -90,7 +93,8 @@ def test_bad_input_exits_2_with_a_message(argv, config, match, tmp_path, capsys)
 def test_model_and_config_are_exclusive(capsys):
     assert _run(["--model", "gpt2", "--config", "x.json"], capsys)[0] == 2
     assert _run(["--model", "gpt-5"], capsys)[0] == 2
-    assert _run(["--model", "deepseek-v3"], capsys)[0] == 2  # no MoE presets
+    rc, _, err = _run(["--model", "DeepSeek-V3"], capsys)  # a name, but MoE
+    assert rc == 2 and "mixture-of-experts model; the memory calculator" in err
 
 
 def test_attention_and_gradient_layout_options(capsys):
@@ -102,7 +106,8 @@ def test_attention_and_gradient_layout_options(capsys):
     for extra in ([], ["--attention", "flash", "--grad-dtype", "fp32"]):
         rc, out, _ = _run(argv + extra, capsys)
         assert rc == 0
-        rows[bool(extra)] = {r[0]: r for r in json.loads(out)["rows"]}
+        (table,) = json.loads(out)["tables"].values()
+        rows[bool(extra)] = {r[0]: r for r in table["rows"]}
     assert rows[False]["activations (layers)"][2] == 354.0
     assert rows[True]["activations (layers)"][2] == round(32 + 1 / 32, 2)
     assert rows[False]["gradients (bf16)"][1] == 2 * 8_030_261_248

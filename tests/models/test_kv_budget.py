@@ -52,5 +52,5 @@ def test_table_counts_whole_sequences():
 
 @pytest.mark.parametrize("kwargs", [{"n_gpus": 0}, {"bytes_per_element": 1.5}])
 def test_bad_sizes_are_rejected(kwargs):
-    with pytest.raises(ValueError, match="must be a positive integer"):
+    with pytest.raises(ValueError, match="must be an int >= 1"):
         kv_budget(preset("llama-3-8b"), GPUS["H100"], **kwargs)

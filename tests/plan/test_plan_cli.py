@@ -57,7 +57,8 @@ def test_tokens_reads_binary_suffixes():
 
 def test_json_rows_are_the_planners_best(capsys):
     assert cli.main([*ARGS, "--top", "3", "--json"]) == 0
-    out = json.loads(capsys.readouterr().out)
+    out, legend = json.loads(capsys.readouterr().out)["tables"].values()
+    assert [row[0] for row in legend["rows"]][1:5] == ["ZeRO", "b", "k", "v"]
     best = plan(Job(preset("llama-3-8b"), "H100", 8, 2**20, 8192), top=3)
     assert len(out["rows"]) == 3
     sizes = [row[1:5] for row in out["rows"]]
@@ -68,8 +69,11 @@ def test_json_rows_are_the_planners_best(capsys):
 def test_text_output_is_a_table(capsys):
     assert cli.main([*ARGS, "--top", "2"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split()[:5] == ["#", "dp", "tp", "pp", "cp"]
-    assert lines[2].split()[0] == "1" and lines[3].split()[0] == "2"
+    # the inputs, a blank line, the title and its rule, then the table
+    assert lines[0].startswith("# aiinfra plan --model llama-3-8b --gpu H100")
+    assert lines[4].split()[:5] == ["#", "dp", "tp", "pp", "cp"]
+    assert lines[6].split()[0] == "1" and lines[7].split()[0] == "2"
+    assert "What the columns mean" in lines
 
 
 @pytest.mark.parametrize(

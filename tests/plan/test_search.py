@@ -116,7 +116,7 @@ def test_nothing_valid_and_nothing_fitting_are_errors_naming_gpus():
         ({"gpu": "B200"}, "gpu must be one of"),
         ({"gpus": 12}, "gpus must be a multiple of gpus_per_node = 8"),
         ({"global_batch": 1001}, "global_batch must be a multiple of seq = 8"),
-        ({"efficiency": 1.5}, r"efficiency must be a number in \(0, 1\]"),
+        ({"efficiency": 1.5}, r"efficiency must be a finite number in \(0, 1\]"),
         ({"attention": "paged"}, "attention must be one of"),
         ({"seq": 0}, "seq must be an int >= 1"),
     ],

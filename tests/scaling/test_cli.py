@@ -15,8 +15,13 @@ from aiinfra import cli
 
 
 def run_json(capsys, *flags):
+    """The two tables by the words that start their titles: compute_optimal (the
+    allocations) and llama3_405b (Llama 3 405B's run)."""
     assert cli.main(["scaling", *flags, "--json"]) == 0
-    return json.loads(capsys.readouterr().out)
+    tables = json.loads(capsys.readouterr().out)["tables"]
+    allocation, run = tables.values()
+    assert next(iter(tables)).startswith("Compute-optimal N and D")
+    return {"compute_optimal": allocation, "llama3_405b": run}
 
 
 def test_each_laws_allocation_spends_the_budget(capsys):

@@ -123,13 +123,13 @@ def test_tokens_to_match_reaches_the_target_loss():
 @pytest.mark.parametrize(
     "call, match",
     [
-        (lambda: CHINCHILLA.compute_optimal(0.0), "c must be finite and > 0"),
-        (lambda: CHINCHILLA.loss(-1.0, 1e9), "n must be finite and > 0"),
-        (lambda: CHINCHILLA.loss(1e9, float("nan")), "d must be finite and > 0"),
+        (lambda: CHINCHILLA.compute_optimal(0.0), "c must be a finite number > 0"),
+        (lambda: CHINCHILLA.loss(-1.0, 1e9), "n must be a finite number > 0"),
+        (lambda: CHINCHILLA.loss(1e9, float("nan")), "d must be a finite number > 0"),
         (lambda: ChinchillaLaw(1.69, 406.4, 410.7, 0.0, 0.28), "alpha must be"),
         (lambda: CHINCHILLA.compute_for_loss(1.0), "target must be > E"),
-        (lambda: kaplan_compute_optimal(-5.0), "c must be finite and > 0"),
-        (lambda: training_flops(1e9, 0), "d must be finite and > 0"),
+        (lambda: kaplan_compute_optimal(-5.0), "c must be a finite number > 0"),
+        (lambda: training_flops(1e9, 0), "d must be a finite number > 0"),
     ],
 )
 def test_bad_input_is_rejected(call, match):

@@ -1,4 +1,4 @@
-"""The committed fit (docs/_data/scaling-fit.json) against the code and the papers.
+"""The committed fit (the stamped result scaling-fit) against the code and the papers.
 
 Ground truths: the objective recomputed from the stored parameters; L-BFGS started
 at the stored optimum does not find a lower point (it is a minimum of today's
@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import pytest
 import torch
+from aiinfra import results
 from aiinfra.scaling import stamp
 from aiinfra.scaling.data import besiroglu_subset, chinchilla_points
 from aiinfra.scaling.figures import law_x
 from aiinfra.scaling.fit import fit_law, objective
 from aiinfra.scaling.laws import BESIROGLU, CHINCHILLA
 
-RESULT = stamp.load_fit()
+RESULT = results.load(stamp.KIND, "cpu")
 POINTS = besiroglu_subset(chinchilla_points())
 LAW = stamp.fitted_law(RESULT)
 

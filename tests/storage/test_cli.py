@@ -17,8 +17,8 @@ TINY = [
     [
         (["--every", "30"], "--every must be <= steps = 20"),
         (["--batch", "5"], "--batch must be a multiple of 2"),
-        (["--width", "0"], "argument --width: must be an int >= 1"),
-        (["--layers", "x"], "argument --layers: must be an int >= 1"),
+        (["--width", "0"], "--width must be an int >= 1, got 0"),
+        (["--layers", "x"], "argument --layers/--n-layers: invalid int value: 'x'"),
     ],
 )
 def test_bad_flags_are_usage_errors_that_name_the_flag(tmp_path, capsys, argv, flag):
@@ -36,7 +36,7 @@ def test_tiny_run_stamps_what_the_pages_show(tmp_path, capsys):
     assert cli.main(["bench", "storage", *TINY, "--out", str(out), "--json"]) == 0
     res = json.loads(out.read_text())
     assert res["stamp"]["backend"] == "gloo" and res["stamp"]["world_size"] == 4
-    printed = json.loads(capsys.readouterr().out)
+    (printed,) = json.loads(capsys.readouterr().out)["tables"].values()
     assert ["the restart loaded step", 1] in printed["rows"]
 
     # DCP wrote one file per rank and the metadata; torch.chunk's rows of 10 and 5.

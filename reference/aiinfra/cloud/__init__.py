@@ -11,15 +11,20 @@ exporter and the DCGM fields), :mod:`.alerts` (Prometheus rules) and
 :mod:`.dashboard` (a Grafana dashboard); :mod:`.cli` holds ``aiinfra k8s``.
 """
 
-from .job import TrainingJob
-from .manifests import RENDERERS, jobset, plain_job, pytorchjob, to_yaml, volcano_job
+from aiinfra import lazy
 
-__all__ = [
-    "RENDERERS",
-    "TrainingJob",
-    "jobset",
-    "plain_job",
-    "pytorchjob",
-    "to_yaml",
-    "volcano_job",
-]
+# Imported on first use (aiinfra.lazy): importing the package stays light.
+__getattr__, __dir__, __all__ = lazy.exports(
+    __name__,
+    {
+        "aiinfra.cloud.job": ("TrainingJob",),
+        "aiinfra.cloud.manifests": (
+            "RENDERERS",
+            "jobset",
+            "plain_job",
+            "pytorchjob",
+            "to_yaml",
+            "volcano_job",
+        ),
+    },
+)

@@ -15,21 +15,29 @@ switch port's congestion; :mod:`.nccl_env` NCCL's variables and log labels (on t
 log in ``data/``); :mod:`.hangs` and :mod:`.flight_recorder` reproducible hangs.
 """
 
-from aiinfra.comm.alltoall import pairwise_all_to_all
-from aiinfra.comm.doubling import rabenseifner_all_reduce, recursive_doubling_all_reduce
-from aiinfra.comm.hierarchical import Hierarchy, hierarchical_all_reduce
-from aiinfra.comm.ring import ring_all_gather, ring_all_reduce, ring_reduce_scatter
-from aiinfra.comm.tree import binomial_broadcast, binomial_reduce
+from aiinfra import lazy
 
-__all__ = [
-    "Hierarchy",
-    "binomial_broadcast",
-    "binomial_reduce",
-    "hierarchical_all_reduce",
-    "pairwise_all_to_all",
-    "rabenseifner_all_reduce",
-    "recursive_doubling_all_reduce",
-    "ring_all_gather",
-    "ring_all_reduce",
-    "ring_reduce_scatter",
-]
+# Imported on first use (aiinfra.lazy): importing the package stays light.
+__getattr__, __dir__, __all__ = lazy.exports(
+    __name__,
+    {
+        "aiinfra.comm.alltoall": ("pairwise_all_to_all",),
+        "aiinfra.comm.doubling": (
+            "rabenseifner_all_reduce",
+            "recursive_doubling_all_reduce",
+        ),
+        "aiinfra.comm.hierarchical": (
+            "Hierarchy",
+            "hierarchical_all_reduce",
+        ),
+        "aiinfra.comm.ring": (
+            "ring_all_gather",
+            "ring_all_reduce",
+            "ring_reduce_scatter",
+        ),
+        "aiinfra.comm.tree": (
+            "binomial_broadcast",
+            "binomial_reduce",
+        ),
+    },
+)

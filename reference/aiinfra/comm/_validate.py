@@ -18,6 +18,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
+from aiinfra import checks
 from aiinfra.comm.primitives import REDUCE_FNS
 
 # Dtypes that gloo and NCCL can send and that have an exact elementwise sum, product,
@@ -92,20 +93,13 @@ def group_rank_and_size(group: dist.ProcessGroup | None) -> tuple[int, int]:
     return rank, dist.get_world_size(group)
 
 
-def check_segments(segments: Any) -> None:
-    """Raise ValueError unless ``segments`` (pieces per chunk) is an integer >= 1."""
-    if isinstance(segments, bool) or not isinstance(segments, int) or segments < 1:
-        raise ValueError(f"segments must be an integer >= 1, got {segments!r}")
-
-
 def check_root(root: Any, name: str, p: int) -> None:
     """Check that a root rank (``src``, ``dst``) is a group rank in ``[0, p)``.
 
     Raises:
         ValueError: not an int, or outside ``[0, p)``.
     """
-    if isinstance(root, bool) or not isinstance(root, int) or not 0 <= root < p:
-        raise ValueError(f"{name} must be a group rank in [0, {p}), got {root!r}")
+    checks.int_in(name, root, 0, p - 1)
 
 
 def _encode(value: int | str | torch.dtype) -> int:

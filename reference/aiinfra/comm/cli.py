@@ -11,57 +11,50 @@ what each rank raised and who the flight recorder blames.
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import json
 import os
-import sys
 
-import torch
-
-from aiinfra import results
-from aiinfra.clikit import Command, int_at_least, names, positive_float, size
-from aiinfra.comm import bench, cost, hangs
-from aiinfra.comm.results import rows_table
+from aiinfra.clikit import (
+    Command,
+    add_config_flags,
+    add_output_flags,
+    config_from,
+    int_at_least,
+    name_of,
+    names,
+    positive_float,
+    save,
+    show,
+    size,
+)
 
 
 def add_bench_collectives(parser: argparse.ArgumentParser) -> None:
     """Flags of ``aiinfra bench collectives`` (nccl-tests' names where it has one)."""
+    from aiinfra.comm import bench
+
     algorithms = sorted({a for algs in bench.ALGORITHMS.values() for a in algs})
     add = parser.add_argument
-    add("--world-size", type=int_at_least(1), default=4, help="ranks (default 4)")
-    add("--backend", choices=("gloo", "nccl"), default="gloo")
-    add("--min-bytes", type=size, default=1024, help="smallest size (default 1K)")
-    add("--max-bytes", type=size, default=16 * 2**20, help="largest size (16M)")
-    add(
-        "--collectives",
-        type=names(list(bench.ALGORITHMS)),
-        default=tuple(bench.ALGORITHMS),
-        help="comma-separated, or all (the default)",
-    )
-    add(
-        "--algorithms",
-        type=names(algorithms),
-        default=(),
-        help="comma-separated, e.g. ring,torch (default: all)",
-    )
-    add("--dtype", choices=bench.DTYPES, default="float32")
-    add("--warmup", type=int_at_least(0), default=5, help="untimed calls per size")
-    add("--iters", type=int_at_least(1), default=20, help="timed calls per size")
-    add(
-        "--local-size",
-        type=int_at_least(0),
-        default=0,
-        help="ranks per node of the hierarchical all-reduce (0: half)",
-    )
-    add(
-        "--repeats",
-        type=int_at_least(1),
-        default=1,
-        help="timings per size, algorithms in turn; the row keeps the median",
+    add("--world-size", type=int_at_least(1), default=4, help="ranks")
+    add("--backend", choices=("gloo", "nccl"), default="gloo", help="transport")
+    add_config_flags(
+        parser,
+        bench.BenchConfig,
+        parse={
+            "min_bytes": size,
+            "max_bytes": size,
+            "collectives": names(list(bench.ALGORITHMS)),
+            "algorithms": names(algorithms),
+        },
+        helps={
+            "collectives": "collectives, comma-separated, or all",
+            "algorithms": "algorithms to keep, e.g. ring,torch (default: all)",
+            "min_bytes": "smallest size (K, M, G: powers of 1024); sizes double",
+            "max_bytes": "largest size",
+        },
+        choices={"dtype": bench.DTYPES},
     )
     add("--timeout", type=int_at_least(1), default=1800, help="seconds in all")
-    add("--json", action="store_true", help="print JSON instead of a table")
-    add("--out", help="also write a results file (JSON with a machine stamp)")
+    add_output_flags(parser, measures=True)
 
 
 def run_bench_collectives(args: argparse.Namespace) -> int:
@@ -70,16 +63,21 @@ def run_bench_collectives(args: argparse.Namespace) -> int:
     Under torchrun the job's ranks run the sweep (``--world-size`` is the job's) and
     rank 0 reports.
     """
+    import dataclasses
+
+    import torch
+
+    from aiinfra import progress
+    from aiinfra.comm import bench
+    from aiinfra.comm.results import rows_table
+
     ws = bench.torchrun_world_size() or args.world_size
-    if args.max_bytes < args.min_bytes:
-        raise ValueError(
-            f"--max-bytes must be >= --min-bytes {args.min_bytes}, got {args.max_bytes}"
-        )
-    known = {a for c in args.collectives for a in bench.ALGORITHMS[c]}
-    if set(args.algorithms) - known:
+    config = config_from(args, bench.BenchConfig)
+    known = {a for c in config.collectives for a in bench.ALGORITHMS[c]}
+    if set(config.algorithms) - known:
         raise ValueError(
             f"--algorithms must be some of {sorted(known)} for --collectives "
-            f"{','.join(args.collectives)}, got {sorted(set(args.algorithms))}"
+            f"{','.join(config.collectives)}, got {sorted(set(config.algorithms))}"
         )
     local = int(os.environ.get("LOCAL_WORLD_SIZE", ws))  # ranks on this machine
     if args.backend == "nccl" and torch.cuda.device_count() < local:
@@ -87,110 +85,108 @@ def run_bench_collectives(args: argparse.Namespace) -> int:
             f"--backend nccl needs one CUDA GPU per rank (--world-size {local}), "
             f"found {torch.cuda.device_count()}"
         )
-    if args.local_size and ws % args.local_size:
+    if config.local_size and ws % config.local_size:
         raise ValueError(
-            f"--local-size must divide --world-size {ws}, got {args.local_size}"
+            f"--local-size must divide --world-size {ws}, got {config.local_size}"
         )
-    config = bench.BenchConfig(
-        **{f.name: getattr(args, f.name) for f in dataclasses.fields(bench.BenchConfig)}
-    )
-    rows = bench.run_bench(config, ws, args.backend, args.timeout)
+    with progress.waiting(f"{ws} {args.backend} ranks", 45 * config.repeats):
+        rows = bench.run_bench(config, ws, args.backend, args.timeout)
     if os.environ.get("RANK", "0") != "0":
         return 0  # under torchrun, rank 0 reports
     body = {"config": dataclasses.asdict(config), "rows": rows}
-    if args.out:
-        path = results.write(
-            "collectives", body, backend=args.backend, world_size=ws, path=args.out
-        )
-        print(f"wrote {path}", file=sys.stderr)
-    if args.json:
-        print(json.dumps({"stamp": results.machine_stamp(ws, args.backend), **body}))
-    else:
-        stamp, fields = (
-            "{backend}, {ranks} ranks",
-            {"backend": args.backend, "ranks": ws},
-        )
-        print(rows_table(rows, stamp, fields).to_text())
+    res = save(args, "collectives", body, backend=args.backend, world_size=ws)
+    stamp, fields = "{backend}, {ranks} ranks", {"backend": args.backend, "ranks": ws}
+    table = rows_table(rows, stamp, fields)
+    show(args, {"Time and bandwidth per collective and size": table}, res)
     return 0
 
 
 def add_comm_cost(parser: argparse.ArgumentParser) -> None:
     """Flags of ``aiinfra comm cost``."""
-    parser.add_argument("--p", type=int_at_least(1), default=8, help="ranks")
-    parser.add_argument(
-        "--size",
-        type=size,
-        default=16 * 2**20,
-        help="message size n, e.g. 16M (binary suffixes)",
-    )
-    parser.add_argument(
+    from aiinfra.comm.cost import LINKS
+
+    add = parser.add_argument
+    add("--p", type=int_at_least(1), default=8, help="ranks p")
+    add("--size", type=size, default=16 * 2**20, help="message size n (16M: MiB)")
+    add(
         "--link",
-        choices=sorted(cost.LINKS),
+        type=name_of(LINKS),
         default="nvlink",
-        help="link preset (illustrative round numbers)",
+        help=f"link preset, illustrative round numbers: {', '.join(sorted(LINKS))}",
     )
-    parser.add_argument("--json", action="store_true", help="print JSON")
+    add_output_flags(parser)
 
 
 def run_comm_cost(args: argparse.Namespace) -> int:
     """Print the cost of every algorithm at (p, n, link) and the crossovers at p."""
+    from aiinfra.comm import cost
+
+    n = cost.format_bytes(args.size)
     costs = cost.cost_formula_table(args.p, args.size, args.link)
     crossovers = cost.crossover_table((args.p,), args.link)
-    if args.json:
-        docs = {"costs": costs.to_json(), "crossovers": crossovers.to_json()}
-        print(json.dumps({k: json.loads(v) for k, v in docs.items()}, indent=2))
-    else:
-        print(costs.to_text(), crossovers.to_text(), sep="\n\n")
+    show(
+        args,
+        {
+            f"Cost of each algorithm, p = {args.p}, n = {n}, link {args.link}": costs,
+            f"Message sizes where the algorithms cross, p = {args.p}": crossovers,
+        },
+    )
     return 0
 
 
 def add_comm_hangs(parser: argparse.ArgumentParser) -> None:
     """Flags of ``aiinfra comm hangs``."""
+    from aiinfra.comm.hangs import SCENARIOS
+
     add = parser.add_argument
     add(
         "--scenarios",
-        type=names(list(hangs.SCENARIOS)),
-        default=hangs.SCENARIOS,
-        help="comma-separated, or all (the default)",
+        type=names(list(SCENARIOS)),
+        default=SCENARIOS,
+        help="comma-separated, or all",
     )
-    add("--world-size", type=int_at_least(2), default=3, help="ranks (default 3)")
+    add("--world-size", type=int_at_least(2), default=3, help="ranks")
     add(
         "--timeout",
         type=positive_float,
         default=2.0,
-        help="process-group timeout, seconds (default 2)",
+        help="process-group timeout, seconds",
     )
-    add("--json", action="store_true", help="print JSON instead of a table")
-    add("--out", help="also write a results file (JSON with a machine stamp)")
+    add_output_flags(parser, measures=True)
 
 
 def run_comm_hangs(args: argparse.Namespace) -> int:
     """Run the scenarios, print each rank's error and the diagnosis, save them."""
-    records = hangs.run_hangs(args.scenarios, args.world_size, args.timeout)
+    from aiinfra import progress
+    from aiinfra.comm import hangs
+    from aiinfra.report import Table
+
+    expected = 4 * len(args.scenarios) * max(args.timeout, 1.0)
+    with progress.waiting(f"hangs on {args.world_size} gloo ranks", expected):
+        records = hangs.run_hangs(args.scenarios, args.world_size, args.timeout)
     config = {
         "scenarios": list(args.scenarios),
         "world_size": args.world_size,
         "timeout_s": args.timeout,
     }
     body = {"config": config, "rows": hangs.records_json(records)}
-    if args.out:
-        path = results.write(
-            "hangs", body, backend="gloo", world_size=args.world_size, path=args.out
-        )
-        print(f"wrote {path}", file=sys.stderr)
-    if args.json:
-        stamp = results.machine_stamp(args.world_size, "gloo")
-        print(json.dumps({"stamp": stamp, **body}))
-        return 0
-    for r in records:
-        print(f"== {r.scenario}: culprit {r.culprits}: {r.diagnosis}")
-        for rank, (error, seconds) in enumerate(
-            zip(r.errors, r.elapsed_s, strict=True)
-        ):
-            took = "" if seconds is None else f" after {seconds:.2f} s"
-            print(f"  rank {rank}{took}: {error or 'no error (died or returned)'}")
-        if r.launcher:
-            print(f"  launcher: {r.launcher}")
+    res = save(args, "hangs", body, backend="gloo", world_size=args.world_size)
+    diagnosis = Table(
+        ["scenario", "culprit ranks", "diagnosis", "launcher"],
+        [[r.scenario, r.culprits, r.diagnosis, r.launcher or ""] for r in records],
+        note="The flight recorder's diagnosis of each hang; the launcher column is "
+        "what the process launcher saw.",
+    )
+    raised = Table(
+        ["scenario", "rank", "failed after (s)", "what the rank raised"],
+        [
+            [r.scenario, rank, "" if s is None else round(s, 2), e or "nothing"]
+            for r in records
+            for rank, (e, s) in enumerate(zip(r.errors, r.elapsed_s, strict=True))
+        ],
+        note="'nothing': the rank returned, or died before it could raise.",
+    )
+    show(args, {"Who hung and why": diagnosis, "What each rank saw": raised}, res)
     return 0
 
 
@@ -201,6 +197,8 @@ COMMANDS = (
         "time collectives, nccl-tests style",
         add_bench_collectives,
         run_bench_collectives,
+        runs="every algorithm of every collective, 1 KiB to 16 MiB, on 4 spawned "
+        "gloo ranks; about a minute",
     ),
     Command(
         "comm",
@@ -215,5 +213,7 @@ COMMANDS = (
         "reproduce hangs on gloo and name the culprit rank",
         add_comm_hangs,
         run_comm_hangs,
+        runs="each hang scenario on 3 spawned gloo ranks with a 2 s timeout; about "
+        "15 s",
     ),
 )

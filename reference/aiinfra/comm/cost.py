@@ -14,28 +14,11 @@ binomial trees take ceil(lg p) rounds. Measured times are reported in
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from aiinfra import checks
 from aiinfra.report import Table
-
-
-def _finite_ge_0(name: str, value: float) -> None:
-    ok = isinstance(value, int | float) and not isinstance(value, bool)
-    if not ok or not 0 <= value < math.inf:
-        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-
-
-def _choice(name: str, value: str, options: dict) -> str:
-    if value not in options:
-        raise ValueError(f"{name} must be one of {sorted(options)}, got {value!r}")
-    return value
-
-
-def _int_ge_1(name: str, value: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be an int >= 1, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -56,7 +39,7 @@ class LinkModel:
 
     def __post_init__(self) -> None:
         for arg in ("alpha", "beta", "gamma"):
-            _finite_ge_0(arg, getattr(self, arg))
+            checks.non_negative(arg, getattr(self, arg))
 
 
 Link = LinkModel | str  # a model, or the name of a preset in LINKS
@@ -74,13 +57,17 @@ LINKS: dict[str, LinkModel] = {
 
 def get_link(link: Link) -> LinkModel:
     """Return ``link`` itself, or the preset of :data:`LINKS` that it names."""
-    return link if isinstance(link, LinkModel) else LINKS[_choice("link", link, LINKS)]
+    return (
+        link
+        if isinstance(link, LinkModel)
+        else LINKS[checks.one_of("link", link, sorted(LINKS))]
+    )
 
 
 def _args(n: float, p: int, link: Link) -> tuple[float, float, float]:
     """Check n and p; return the link's (alpha, beta, gamma)."""
-    _int_ge_1("p", p)
-    _finite_ge_0("n", n)
+    checks.positive_int("p", p)
+    checks.non_negative("n", n)
     link = get_link(link)
     return link.alpha, link.beta, link.gamma
 
@@ -162,8 +149,8 @@ def hierarchical_all_reduce_time(
             divisor of ``p``.
     """
     _args(n, p, link)
-    _int_ge_1("local_size", local_size)
-    _int_ge_1("rails", local_size if rails is None else rails)
+    checks.positive_int("local_size", local_size)
+    checks.positive_int("rails", local_size if rails is None else rails)
     if p % local_size:
         raise ValueError(f"local_size ({local_size}) must divide p ({p})")
     net = get_link(link)  # a rank's share of its node's NICs: rails / local_size
@@ -216,7 +203,7 @@ def crossover_size(
         The crossover size in bytes, or None if they do not cross in (0, max_bytes].
     """
     fa, fb = (
-        a if callable(a) else ALGORITHMS[_choice(name, a, ALGORITHMS)]
+        a if callable(a) else ALGORITHMS[checks.one_of(name, a, sorted(ALGORITHMS))]
         for name, a in (("alg_a", alg_a), ("alg_b", alg_b))
     )
     d = lambda n: fa(n, p, link) - fb(n, p, link)  # noqa: E731 - a one-line helper

@@ -30,6 +30,8 @@ import heapq
 from collections import deque
 from dataclasses import dataclass
 
+from aiinfra import checks
+
 MODES = ("lossy", "pfc", "ecn")  # ecn: DCQCN on a PFC network, as deployed
 VICTIM = -1  # flow id of the victim
 _Packet = tuple[int, int, int, bool]  # (flow, seq, slot sent, ECN-marked)
@@ -70,9 +72,9 @@ class IncastConfig:
 
     def __post_init__(self) -> None:
         for name in ("senders", "packets_per_sender", "buffer_packets", "rto_slots"):
-            _check_int(name, getattr(self, name), 1)
+            checks.positive_int(name, getattr(self, name))
         for name in ("ecn_threshold", "feedback_slots", "increase_slots", "max_slots"):
-            _check_int(name, getattr(self, name), 1)
+            checks.positive_int(name, getattr(self, name))
         for name in ("dcqcn_g", "rate_ai", "min_rate"):
             value = getattr(self, name)
             if isinstance(value, bool) or not 0 < value <= 1:
@@ -123,11 +125,6 @@ class IncastResult:
     def victim_throughput(self) -> float:
         """Victim packets delivered per slot while the burst ran."""
         return self.victim_delivered / self.completion_slots
-
-
-def _check_int(name: str, value: object, low: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
 
 
 class _Port:

@@ -12,11 +12,11 @@ Notation: n bytes per rank, p ranks, N nodes of p_node ranks (``local_size``), R
 
 from __future__ import annotations
 
+from aiinfra import checks
 from aiinfra.comm.cost import (
     Link,
     LinkModel,
     _args,
-    _int_ge_1,
     crossover_size,
     format_bytes,
     get_link,
@@ -36,9 +36,8 @@ def btree_parent(r: int, p: int) -> int | None:
     2b of r is set, else below r + b, or below r - b when r + b does not exist: odd
     ranks are the leaves.
     """
-    _int_ge_1("p", p)
-    if isinstance(r, bool) or not isinstance(r, int) or not 0 <= r < p:
-        raise ValueError(f"r must be an int in [0, p), got {r!r} with p = {p}")
+    checks.positive_int("p", p)
+    checks.int_in("r", r, 0, p - 1)
     # region btree-parent
     if r == 0:
         return None
@@ -58,7 +57,7 @@ def double_binary_tree(p: int) -> tuple[Tree, Tree]:
     Returns:
         The parent of every rank in each tree.
     """
-    _int_ge_1("p", p)
+    checks.positive_int("p", p)
     # region two-trees
     first = [btree_parent(r, p) for r in range(p)]
     if p % 2 == 0:
@@ -117,7 +116,7 @@ def ring_inter_node_hops(p: int, local_size: int) -> int:
     lap of p hops; 2(p-1) hops are two laps less two hops, which miss a boundary unless
     p_node < 3.
     """
-    _int_ge_1("local_size", local_size)
+    checks.positive_int("local_size", local_size)
     if p % local_size:
         raise ValueError(f"local_size ({local_size}) must divide p ({p})")
     nodes = p // local_size
@@ -141,7 +140,7 @@ def multirail_ring_all_reduce_time(
     :func:`ring_inter_node_hops` pay the network's alpha and the rest the node's.
     """
     _args(n, p, link)
-    _int_ge_1("rails", rails)
+    checks.positive_int("rails", rails)
     # region multirail-ring-time
     hops, inter = 2 * (p - 1), ring_inter_node_hops(p, local_size)
     net, node = get_link(link), get_link(local_link)

@@ -17,7 +17,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from aiinfra import results
+from aiinfra import checks, results
 from aiinfra.report import Table
 
 # region busbw-factors
@@ -43,8 +43,7 @@ def busbw_factor(collective: str, n: int) -> float:
         raise ValueError(
             f"collective must be one of {list(BUSBW_FACTORS)}, got {collective!r}"
         )
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be an int >= 1, got {n!r}")
+    checks.positive_int("n", n)
     return BUSBW_FACTORS[collective](n)
 
 
@@ -67,8 +66,7 @@ def busbw(collective: str, size_bytes: float, seconds: float, n_ranks: int) -> f
     Raises:
         ValueError: as :func:`algbw` and :func:`busbw_factor`, naming ``n_ranks``.
     """
-    if isinstance(n_ranks, bool) or not isinstance(n_ranks, int) or n_ranks < 1:
-        raise ValueError(f"n_ranks must be an int >= 1, got {n_ranks!r}")
+    checks.positive_int("n_ranks", n_ranks)
     return algbw(size_bytes, seconds) * busbw_factor(collective, n_ranks)
 
 

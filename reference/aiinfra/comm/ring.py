@@ -24,10 +24,10 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
+from aiinfra import checks
 from aiinfra.comm._validate import (
     check_output_input,
     check_same_on_all_ranks,
-    check_segments,
     check_tensor,
     group_rank_and_size,
     resolve_op,
@@ -201,7 +201,7 @@ def ring_all_reduce(
             dtype or op differing across ranks.
     """
     op = resolve_op(op)
-    check_segments(segments)
+    checks.positive_int("segments", segments)
     check_tensor(tensor, "tensor")
     r, p = group_rank_and_size(group)
     if check_consistency:
@@ -243,7 +243,7 @@ def ring_reduce_scatter(
             across ranks.
     """
     op = resolve_op(op)
-    check_segments(segments)
+    checks.positive_int("segments", segments)
     check_output_input(output, input)
     r, p = group_rank_and_size(group)
     if input.numel() != p * output.numel():
@@ -284,7 +284,7 @@ def ring_all_gather(
             input.numel()``; sizes or dtype differing across ranks.
     """
     check_output_input(output, input)
-    check_segments(segments)
+    checks.positive_int("segments", segments)
     r, p = group_rank_and_size(group)
     if output.numel() != p * input.numel():
         raise ValueError(

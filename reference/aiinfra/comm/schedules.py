@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from aiinfra import checks
+
 Held = tuple[tuple[frozenset[int], ...], ...]  # held[r][c]: ranks summed in the cell
 
 
@@ -36,14 +38,6 @@ class Step:
     held: Held
 
 
-def _check_int(name: str, value: int, low: int = 1, power_of_two: bool = False) -> None:
-    """Raise ``ValueError`` unless ``value`` is an int >= ``low`` (a power of two)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
-    if power_of_two and value & (value - 1):
-        raise ValueError(f"{name} must be a power of two, got {value}")
-
-
 def _freeze(held: list[list[frozenset[int]]]) -> Held:
     return tuple(map(tuple, held))
 
@@ -62,7 +56,7 @@ def simulate_ring_all_reduce(p: int) -> list[Step]:
     Raises:
         ValueError: ``p`` is not an int >= 1.
     """
-    _check_int("p", p)
+    checks.positive_int("p", p)
     held = [[frozenset({r}) for _ in range(p)] for r in range(p)]
     steps = [Step("start", 0, (), _freeze(held))]
     for phase, offset in (("reduce-scatter", -1), ("all-gather", 0)):
@@ -92,7 +86,7 @@ def simulate_recursive_doubling(p: int) -> list[Step]:
     Raises:
         ValueError: ``p`` is not a power of two (the fold is not drawn).
     """
-    _check_int("p", p, power_of_two=True)
+    checks.power_of_two("p", p)
     have = [frozenset({r}) for r in range(p)]
     held = [[frozenset({j}) & have[r] for j in range(p)] for r in range(p)]
     steps = [Step("start", 0, (), _freeze(held))]
@@ -121,7 +115,7 @@ def simulate_halving_doubling(p: int) -> list[Step]:
     Raises:
         ValueError: ``p`` is not a power of two (the fold is not drawn).
     """
-    _check_int("p", p, power_of_two=True)
+    checks.power_of_two("p", p)
     held = [[frozenset({r})] * p for r in range(p)]
     window = [(0, p)] * p  # rank r is responsible for chunks [lo, hi)
     steps = [Step("start", 0, (), _freeze(held))]
@@ -164,9 +158,8 @@ def simulate_binomial_broadcast(p: int, root: int = 0) -> list[Step]:
     Raises:
         ValueError: ``p`` < 1, or ``root`` outside [0, p).
     """
-    _check_int("p", p)
-    if isinstance(root, bool) or not isinstance(root, int) or not 0 <= root < p:
-        raise ValueError(f"root must be a rank in [0, {p}), got {root!r}")
+    checks.positive_int("p", p)
+    checks.int_in("root", root, 0, p - 1)
     has = {root}
 
     def state() -> Held:
@@ -206,8 +199,8 @@ def simulate_hierarchical_all_reduce(num_nodes: int, local_size: int) -> list[St
     Raises:
         ValueError: ``num_nodes`` or ``local_size`` is not an int >= 1.
     """
-    _check_int("num_nodes", num_nodes)
-    _check_int("local_size", local_size)
+    checks.positive_int("num_nodes", num_nodes)
+    checks.positive_int("local_size", local_size)
     L, p = local_size, num_nodes * local_size
     nodes = [list(range(n * L, (n + 1) * L)) for n in range(num_nodes)]  # intra groups
     peers = [list(range(i, p, L)) for i in range(L)]  # inter groups, one per local rank

@@ -20,9 +20,10 @@ from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, Patch, Rectangle
 from matplotlib.path import Path
 
+from aiinfra import checks
 from aiinfra.comm import schedules
 from aiinfra.comm.figures import SUM_COLOR, _color, _draw_buffers
-from aiinfra.comm.schedules import Step, _check_int
+from aiinfra.comm.schedules import Step
 
 BOOK, SLIDE = 8, 14  # font sizes: a book column, a 1280x720 slide
 LANE = 0.4  # width of one lane of brackets, in cells
@@ -149,7 +150,7 @@ def schedule_figure(
     """
     if not steps:
         raise ValueError("steps must hold at least the start")
-    _check_int("cols", cols)
+    checks.positive_int("cols", cols)
     rows, p = -(-len(steps) // cols), len(steps[0].held)
     width = len(steps[0].held[0]) + 3  # in cells: the rank labels and brackets
     tall = min(7 / cols * (p + 1.5) / width, 2.6)  # inches per row of panels

@@ -14,50 +14,48 @@ intervals and goodput (Young 1974, Daly 2006) and reads the interruptions Llama 
 reported.
 """
 
-from aiinfra.accelerators import ACCELERATORS, FORMATS, GPUS, Gpu, accelerator
-from aiinfra.hardware.budget import gpu_days, implied_mfu, training_flops, wall_days
-from aiinfra.hardware.rails import (
-    GB200_NVL72,
-    HGX_H100,
-    ScaleUpDomain,
-    all_to_all_seconds,
-    rail_cluster,
-)
-from aiinfra.hardware.reliability import (
-    LLAMA3_405B,
-    cluster_mtbf,
-    daly_interval,
-    goodput,
-    simulate_goodput,
-    young_interval,
-)
-from aiinfra.hardware.server import HgxNode, facility_power, node_power
-from aiinfra.hardware.topology import fat_tree, leaf_spine
+from aiinfra import lazy
 
-__all__ = [
-    "ACCELERATORS",
-    "FORMATS",
-    "GPUS",
-    "Gpu",
-    "accelerator",
-    "GB200_NVL72",
-    "HGX_H100",
-    "LLAMA3_405B",
-    "HgxNode",
-    "ScaleUpDomain",
-    "all_to_all_seconds",
-    "cluster_mtbf",
-    "daly_interval",
-    "facility_power",
-    "fat_tree",
-    "gpu_days",
-    "goodput",
-    "implied_mfu",
-    "leaf_spine",
-    "node_power",
-    "rail_cluster",
-    "simulate_goodput",
-    "training_flops",
-    "wall_days",
-    "young_interval",
-]
+# Imported on first use (aiinfra.lazy): importing the package stays light.
+__getattr__, __dir__, __all__ = lazy.exports(
+    __name__,
+    {
+        "aiinfra.accelerators": (
+            "ACCELERATORS",
+            "FORMATS",
+            "GPUS",
+            "Gpu",
+            "accelerator",
+        ),
+        "aiinfra.hardware.budget": (
+            "gpu_days",
+            "implied_mfu",
+            "training_flops",
+            "wall_days",
+        ),
+        "aiinfra.hardware.rails": (
+            "GB200_NVL72",
+            "HGX_H100",
+            "ScaleUpDomain",
+            "all_to_all_seconds",
+            "rail_cluster",
+        ),
+        "aiinfra.hardware.reliability": (
+            "LLAMA3_405B",
+            "cluster_mtbf",
+            "daly_interval",
+            "goodput",
+            "simulate_goodput",
+            "young_interval",
+        ),
+        "aiinfra.hardware.server": (
+            "HgxNode",
+            "facility_power",
+            "node_power",
+        ),
+        "aiinfra.hardware.topology": (
+            "fat_tree",
+            "leaf_spine",
+        ),
+    },
+)

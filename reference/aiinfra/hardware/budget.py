@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from aiinfra import checks
 from aiinfra.accelerators import GPUS
 from aiinfra.report import Table
 
@@ -64,11 +65,6 @@ RUNS = (
 )
 
 
-def _positive(name: str, value: float) -> None:
-    if not value > 0:
-        raise ValueError(f"{name} must be > 0, got {value!r}")
-
-
 def _gpu_peak(gpu: str) -> float:
     if gpu not in GPUS:
         raise ValueError(f"gpu must be one of {sorted(GPUS)}, got {gpu!r}")
@@ -81,8 +77,8 @@ def training_flops(params: float, tokens: float) -> float:
     Raises:
         ValueError: ``params`` or ``tokens`` is not positive.
     """
-    _positive("params", params)
-    _positive("tokens", tokens)
+    checks.positive("params", params)
+    checks.positive("tokens", tokens)
     return FLOPS_PER_PARAM_TOKEN * params * tokens
 
 
@@ -98,7 +94,7 @@ def gpu_days(flops: float, gpu: str, mfu: float) -> float:
         ValueError: a non-positive budget, an unknown GPU, or ``mfu`` outside
             (0, 1].
     """
-    _positive("flops", flops)
+    checks.positive("flops", flops)
     if not 0 < mfu <= 1:
         raise ValueError(f"mfu must be in (0, 1], got {mfu!r}")
     return flops / (_gpu_peak(gpu) * mfu) / SECONDS_PER_DAY
@@ -110,14 +106,13 @@ def wall_days(flops: float, gpu: str, n_gpus: int, mfu: float) -> float:
     Raises:
         ValueError: as :func:`gpu_days`, or ``n_gpus`` is not a positive integer.
     """
-    if isinstance(n_gpus, bool) or not isinstance(n_gpus, int) or n_gpus < 1:
-        raise ValueError(f"n_gpus must be a positive integer, got {n_gpus!r}")
+    checks.positive_int("n_gpus", n_gpus)
     return gpu_days(flops, gpu, mfu) / n_gpus
 
 
 def implied_mfu(run: PublishedRun) -> float:
     """The MFU a run's published GPU-hours imply: ``6ND / (hours x 3600 x peak)``."""
-    _positive("gpu_hours", run.gpu_hours)
+    checks.positive("gpu_hours", run.gpu_hours)
     return training_flops(run.params, run.tokens) / (
         run.gpu_hours * 3600 * _gpu_peak(run.gpu)
     )

@@ -3,10 +3,10 @@
 ``aiinfra budget`` prints a training run's compute budget and the GPU time it takes
 (:mod:`aiinfra.hardware.budget_cli`).
 
-It measures this machine's roofline (:mod:`aiinfra.hardware.roofline_bench`): the
-peak FLOP/s of a matmul sweep, the bandwidth of streaming kernels, and the book's
-kernels placed on it, then stamps the result into
-``docs/_data/bench/roofline-cpu.json`` (or ``--out``)::
+``aiinfra bench roofline`` measures this machine's roofline
+(:mod:`aiinfra.hardware.roofline_bench`): the peak FLOP/s of a matmul sweep, the
+bandwidth of streaming kernels, and the book's kernels placed on it; ``--stamp``
+stores it as the book's ``roofline-cpu.json``, ``--out`` elsewhere::
 
     aiinfra bench roofline --repeats 5
 """
@@ -14,58 +14,79 @@ kernels placed on it, then stamps the result into
 from __future__ import annotations
 
 import argparse
-import sys
+import dataclasses
 
-import torch
-
-from aiinfra import results
-from aiinfra.clikit import Command, int_at_least, int_list, names
+from aiinfra.clikit import (
+    Command,
+    add_config_flags,
+    add_output_flags,
+    config_from,
+    names,
+    save,
+    show,
+)
 from aiinfra.hardware import budget_cli
-from aiinfra.hardware import roofline_bench as rb
 
 
 def add_bench_roofline(parser: argparse.ArgumentParser) -> None:
     """Flags of ``aiinfra bench roofline`` (each a field of the config)."""
+    from aiinfra.hardware import roofline_bench as rb
+
+    add_config_flags(
+        parser,
+        rb.RooflineBenchConfig,
+        parse={"dtypes": names(list(rb.DTYPES))},
+        helps={"d_ff": "GEMM output width", "repeats": "timed runs"},
+    )
     add = parser.add_argument
-    d = rb.RooflineBenchConfig()
-    add("--square", type=int_list, default=d.square, help="n of n x n x n matmuls")
-    add("--skinny", type=int_list, default=d.skinny, help="m of m x n x n matmuls")
-    add("--dtypes", type=names(list(rb.DTYPES)), default=d.dtypes)
-    add("--stream-mib", type=int_at_least(1), default=d.stream_mib)
-    add("--d-model", type=int_at_least(1), default=d.d_model, help="GEMM width d")
-    add("--d-ff", type=int_at_least(1), default=d.d_ff, help="GEMM output width")
-    add("--batch", type=int_at_least(1), default=d.batch, help="decode GEMM rows")
-    add("--prefill-tokens", type=int_at_least(1), default=d.prefill_tokens)
-    add("--heads", type=int_at_least(1), default=d.heads)
-    add("--head-dim", type=int_at_least(1), default=d.head_dim)
-    add("--seq-len", type=int_at_least(1), default=d.seq_len, help="attention T")
-    add("--context", type=int_at_least(1), default=d.context, help="decode cache")
-    add("--repeats", type=int_at_least(1), default=d.repeats, help="timed runs")
-    add("--threads", type=int_at_least(1), default=d.threads, help="torch threads")
-    add("--device", choices=("cpu", "cuda"), default="cpu")
+    add("--device", choices=("cpu", "cuda"), default="cpu", help="where to measure")
     add("--smoke", action="store_true", help="tiny shapes, about a second")
-    add("--out", help="write the stamped JSON here (default: the book's file)")
-    add("--no-write", action="store_true", help="print only, write no file")
-    add("--json", action="store_true", help="print JSON, not text")
+    add_output_flags(parser, measures=True)
 
 
 def run_bench_roofline(args: argparse.Namespace) -> int:
-    """Measure the roofs, place the kernels, print the table and stamp the file."""
-    fields = rb.RooflineBenchConfig.__dataclass_fields__
-    cfg = rb.RooflineBenchConfig(**{k: getattr(args, k) for k in fields})
-    if args.smoke:
-        cfg = rb.SMOKE
+    """Measure the roofs, place the kernels, print the table, store it if asked."""
+    import torch
+
+    from aiinfra.hardware import roofline_bench as rb
+    from aiinfra.report import Table
+
+    if args.smoke:  # the smoke run's sizes are what the first line echoes
+        vars(args).update(dataclasses.asdict(rb.SMOKE))
+    cfg = config_from(args, rb.RooflineBenchConfig)
     if args.device == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda needs a CUDA GPU; none is present")
     body = rb.run_roofline_bench(cfg, device=args.device)
-    if args.no_write:
-        res = {"stamp": results.machine_stamp(1, args.device), **body}
-    else:
-        path = rb.stamp_roofline_bench(body, args.out, args.device)
-        print(f"wrote {path}", file=sys.stderr)
-        res = rb.load_roofline_bench(path, args.device)
-    table = rb.roofline_bench_table(res)
-    print(table.to_json() if args.json else table.to_text())
+    res = save(args, "roofline", body, backend=args.device, world_size=1)
+    matmuls = Table(
+        ["m", "k", "n", "dtype", "GFLOP/s"],
+        [
+            [
+                r["m"],
+                r["k"],
+                r["n"],
+                r["dtype"],
+                2 * r["m"] * r["k"] * r["n"] / r["seconds"] / 1e9,
+            ]
+            for r in res["matmuls"]
+        ],
+        note="The fastest repeat of each matmul; the peak is the fastest of the first "
+        "dtype.",
+    )
+    streams = Table(
+        ["kernel", "GB/s"],
+        [[r["kernel"], r["bytes"] / r["seconds"] / 1e9] for r in res["streams"]],
+        note="Bytes moved over the fastest repeat; the bandwidth is the fastest.",
+    )
+    show(
+        args,
+        {
+            "This machine's roofline": rb.roofline_bench_table(res),
+            "The matmul sweep (the compute roof)": matmuls,
+            "The streaming kernels (the memory roof)": streams,
+        },
+        res,
+    )
     return 0
 
 
@@ -76,6 +97,8 @@ COMMANDS = (
         "this machine's roofline: matmul peak, streaming bandwidth, the book's kernels",
         add_bench_roofline,
         run_bench_roofline,
+        runs="a matmul sweep, streaming kernels and the book's kernels, 5 repeats "
+        "each, on one CPU thread; about 30 s (--smoke: a second)",
     ),
     Command(
         "budget",

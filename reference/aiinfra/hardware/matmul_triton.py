@@ -29,6 +29,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from aiinfra import checks
 from aiinfra.models.roofline import Kernel
 from aiinfra.triton_support import import_triton
 
@@ -79,13 +80,6 @@ def _matmul_kernel(
     tl.store(c_ptrs, acc.to(C.dtype.element_ty), mask=c_ok)
 
 
-def _check_block(name: str, value: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 16:
-        raise ValueError(f"{name} must be a power of two >= 16, got {value!r}")
-    if value & (value - 1):
-        raise ValueError(f"{name} must be a power of two >= 16, got {value!r}")
-
-
 def matmul_triton(
     a: Tensor,
     b: Tensor,
@@ -130,8 +124,8 @@ def matmul_triton(
     block_m, block_n = block_m or (64 if gpu else 16), block_n or (64 if gpu else 16)
     block_k = block_k or (32 if gpu else 16)
     for name, value in {"block_m": block_m, "block_n": block_n}.items():
-        _check_block(name, value)
-    _check_block("block_k", block_k)
+        checks.power_of_two(name, value, 16)
+    checks.power_of_two("block_k", block_k, 16)
     if not HAS_TRITON:
         raise ImportError("matmul_triton needs the triton package")
     if not gpu and type(_matmul_kernel).__name__ != "InterpretedFunction":
@@ -180,8 +174,7 @@ def tile_traffic(
     """
     sizes = {"m": m, "n": n, "k": k, "block_m": block_m, "block_n": block_n}
     for name, value in (sizes | {"bytes_per_element": bytes_per_element}).items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        checks.positive_int(name, value)
     tiles_m, tiles_n = -(-m // block_m), -(-n // block_n)  # ceil
     elements = k * (m * tiles_n + n * tiles_m) + m * n
     name = f"tiled matmul {block_m} x {block_n}"

@@ -21,9 +21,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from aiinfra import checks
 from aiinfra.hardware.topology import (
-    _check_count,
-    _check_positive,
     _check_radix,
     _parallel_links,
 )
@@ -101,9 +100,9 @@ def rail_cluster(
             tiers are needed, or more GPUs than three tiers of ``radix`` can hold.
     """
     _check_radix(radix)
-    _check_count(gpus, "gpus")
-    _check_count(gpus_per_node, "gpus_per_node")
-    _check_positive(nic_gbps, "nic_gbps")
+    checks.positive_int("gpus", gpus)
+    checks.positive_int("gpus_per_node", gpus_per_node)
+    checks.positive("nic_gbps", nic_gbps)
     # region two-tiers
     g, d = gpus_per_node, radix // 2
     nodes = math.ceil(gpus / g)
@@ -207,8 +206,8 @@ def all_to_all_seconds(
         TypeError: ``group`` not an int.
         ValueError: ``group`` < 1 or ``bytes_per_gpu`` <= 0.
     """
-    _check_count(group, "group")
-    _check_positive(bytes_per_gpu, "bytes_per_gpu")
+    checks.positive_int("group", group)
+    checks.positive("bytes_per_gpu", bytes_per_gpu)
     # region all-to-all
     chunk_bits = 8 * bytes_per_gpu / group  # to each peer
     full, rest = divmod(group, domain.gpus)

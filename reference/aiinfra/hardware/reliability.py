@@ -17,15 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-
-def _check(value: float, name: str, *, zero: bool = False) -> None:
-    """Raise unless ``value`` is > 0 (or >= 0 with ``zero``)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
-    if not (value >= 0 if zero else value > 0) or math.isinf(value):
-        raise ValueError(
-            f"{name} must be finite and {'>=' if zero else '>'} 0, got {value}"
-        )
+from aiinfra import checks
 
 
 def young_interval(checkpoint_cost: float, mtbf: float) -> float:
@@ -44,8 +36,8 @@ def young_interval(checkpoint_cost: float, mtbf: float) -> float:
     Raises:
         ValueError: a cost or MTBF <= 0.
     """
-    _check(checkpoint_cost, "checkpoint_cost")
-    _check(mtbf, "mtbf")
+    checks.positive("checkpoint_cost", checkpoint_cost)
+    checks.positive("mtbf", mtbf)
     return math.sqrt(2 * checkpoint_cost * mtbf)
 
 
@@ -68,8 +60,8 @@ def daly_interval(checkpoint_cost: float, mtbf: float) -> float:
     Raises:
         ValueError: a cost or MTBF <= 0.
     """
-    _check(checkpoint_cost, "checkpoint_cost")
-    _check(mtbf, "mtbf")
+    checks.positive("checkpoint_cost", checkpoint_cost)
+    checks.positive("mtbf", mtbf)
     if checkpoint_cost >= 2 * mtbf:
         return mtbf
     xi = checkpoint_cost / (2 * mtbf)
@@ -101,10 +93,10 @@ def goodput(
     Raises:
         ValueError: ``interval`` or ``mtbf`` <= 0, or a cost < 0.
     """
-    _check(interval, "interval")
-    _check(checkpoint_cost, "checkpoint_cost", zero=True)
-    _check(restart_cost, "restart_cost", zero=True)
-    _check(mtbf, "mtbf")
+    checks.positive("interval", interval)
+    checks.non_negative("checkpoint_cost", checkpoint_cost)
+    checks.non_negative("restart_cost", restart_cost)
+    checks.positive("mtbf", mtbf)
     segment = math.exp(restart_cost / mtbf) * mtbf
     segment *= math.expm1((interval + checkpoint_cost) / mtbf)
     return interval / segment
@@ -141,8 +133,7 @@ def simulate_goodput(
         ValueError: as :func:`goodput`, or ``failures`` < 1.
     """
     goodput(interval, checkpoint_cost, restart_cost, mtbf)  # validates the arguments
-    if isinstance(failures, bool) or not isinstance(failures, int) or failures < 1:
-        raise ValueError(f"failures must be an int >= 1, got {failures!r}")
+    checks.positive_int("failures", failures)
     # region simulate
     gaps = rng.exponential(mtbf, size=failures)  # (failures,)
     restart = np.full(failures, float(restart_cost))
@@ -170,9 +161,8 @@ def cluster_mtbf(gpu_failure_rate: float, gpus: int) -> float:
     Raises:
         ValueError: a rate <= 0 or ``gpus`` < 1.
     """
-    _check(gpu_failure_rate, "gpu_failure_rate")
-    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
-        raise ValueError(f"gpus must be an int >= 1, got {gpus!r}")
+    checks.positive("gpu_failure_rate", gpu_failure_rate)
+    checks.positive_int("gpus", gpus)
     return 1 / (gpus * gpu_failure_rate)
 
 
@@ -268,7 +258,7 @@ def interruption_rates(report: Interruptions = LLAMA3_405B) -> InterruptionRates
         ValueError: ``days`` <= 0, ``gpus`` < 1, or ``unexpected`` not in
             ``[1, interruptions]``.
     """
-    _check(report.days, "report.days")
+    checks.positive("report.days", report.days)
     if report.gpus < 1:
         raise ValueError(f"report.gpus must be >= 1, got {report.gpus}")
     if not 1 <= report.unexpected <= report.interruptions:

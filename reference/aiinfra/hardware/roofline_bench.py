@@ -10,8 +10,8 @@ The book's own kernels, a decode GEMV, a batched decode GEMM, a prefill GEMM, on
 decode step of attention over a long cache, and a prefill attention block computed
 as written (``softmax(Q K^T) V``) and fused (PyTorch's SDPA), are then placed on it:
 their measured FLOP/s against the intensity of their compulsory traffic
-(:mod:`aiinfra.models.roofline`). :func:`run_roofline_bench` measures,
-:func:`stamp_roofline_bench` writes ``docs/_data/bench/roofline-cpu.json``.
+(:mod:`aiinfra.models.roofline`). :func:`run_roofline_bench` measures; its stamped
+result is the kind ``roofline`` of :mod:`aiinfra.results`.
 """
 
 from __future__ import annotations
@@ -19,12 +19,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 
-from aiinfra import results
+from aiinfra import checks, progress, results
 from aiinfra.models.roofline import Kernel, matmul, prefill_attention
 from aiinfra.report import Table
 from aiinfra.timing import best_seconds, cuda_wall_clock
@@ -65,11 +64,10 @@ class RooflineBenchConfig:
                 if not value or any(v not in DTYPES for v in value):
                     raise ValueError(f"dtypes must be some of {list(DTYPES)}: {value}")
                 continue
-            values = value if isinstance(value, tuple) else (value,)
-            if not values or any(
-                isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in values
-            ):
-                raise ValueError(f"{name} must be positive integers, got {value!r}")
+            if isinstance(value, tuple):
+                checks.int_list(name, value)
+            else:
+                checks.positive_int(name, value)
 
 
 #: About a second, for tests: the streams fit the last-level cache, the decode
@@ -100,13 +98,17 @@ def _matmul_sweep(
     """Square matmuls in every dtype, skinny ones (``m`` rows) in the first."""
     n_max, rows = max(cfg.square), []
     shapes = [(n, n, n) for n in cfg.square]
-    for i, dtype in enumerate(cfg.dtypes):
-        skinny = [(m, n_max, n_max) for m in cfg.skinny] if i == 0 else []
-        for m, k, n in shapes + skinny:
-            a = torch.randn(m, k, generator=g, device=g.device).to(DTYPES[dtype])
-            b = torch.randn(k, n, generator=g, device=g.device).to(DTYPES[dtype])
-            s = time_s(lambda a=a, b=b: a @ b)  # (m, n)
-            rows.append({"m": m, "k": k, "n": n, "dtype": dtype, "seconds": s})
+    skinny = [(m, n_max, n_max) for m in cfg.skinny]
+    todo = [
+        (dtype, shape)
+        for i, dtype in enumerate(cfg.dtypes)
+        for shape in shapes + (skinny if i == 0 else [])
+    ]
+    for dtype, (m, k, n) in progress.track(todo, "matmuls"):
+        a = torch.randn(m, k, generator=g, device=g.device).to(DTYPES[dtype])
+        b = torch.randn(k, n, generator=g, device=g.device).to(DTYPES[dtype])
+        s = time_s(lambda a=a, b=b: a @ b)  # (m, n)
+        rows.append({"m": m, "k": k, "n": n, "dtype": dtype, "seconds": s})
     return rows
 
 
@@ -207,24 +209,6 @@ def run_roofline_bench(
     roofs |= {"bandwidth": bandwidth, "ridge": peak / bandwidth}
     body = {"config": asdict(cfg) | {"device": device.type}, "matmuls": matmuls}
     return body | {"streams": streams, "kernels": kernels, "roofs": roofs}
-
-
-def stamp_roofline_bench(
-    body: dict[str, Any], path: str | Path | None = None, backend: str = "cpu"
-) -> Path:
-    """Stamp ``body`` (machine, date, versions) and write it; returns the path."""
-    return results.write("roofline", body, backend=backend, world_size=1, path=path)
-
-
-def load_roofline_bench(
-    path: str | Path | None = None, backend: str = "cpu"
-) -> dict[str, Any]:
-    """Read the stamped file (default: the book's ``roofline-cpu.json``).
-
-    Raises:
-        FileNotFoundError: no file; the message names the command that writes it.
-    """
-    return results.load("roofline", backend, path)
 
 
 def attainable(intensity: float, peak_flops: float, bandwidth: float) -> float:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from aiinfra import checks
 from aiinfra.accelerators import ACCELERATORS, Gpu
 from aiinfra.hardware.rails import HGX_H100
 
@@ -38,12 +39,6 @@ OSFP_400G_W = 9.0
 AIR_RACK_NODES = 4
 #: Average PUE of the Uptime Institute Global Data Center Survey 2024.
 UPTIME_2024_PUE = 1.56
-
-
-def _positive(**values: float) -> None:
-    for name, v in values.items():
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
-            raise ValueError(f"{name} must be a positive number, got {v!r}")
 
 
 @dataclass(frozen=True)
@@ -99,8 +94,10 @@ class HgxNode:
             raise ValueError(
                 f"gpu must be one of {sorted(ACCELERATORS)}, got {self.gpu!r}"
             )
-        _positive(n_gpus=self.n_gpus, sockets=self.sockets, nic_gbps=self.nic_gbps)
-        _positive(nvlinks=self.nvlinks_per_gpu, cores=self.cores_per_socket)
+        checks.positives(
+            n_gpus=self.n_gpus, sockets=self.sockets, nic_gbps=self.nic_gbps
+        )
+        checks.positives(nvlinks=self.nvlinks_per_gpu, cores=self.cores_per_socket)
         if self.n_gpus % self.sockets:
             raise ValueError(
                 f"n_gpus={self.n_gpus} must divide evenly over sockets={self.sockets}"
@@ -228,27 +225,26 @@ def node_power(
     values = {"gpu_w": gpu_w, "n_gpus": n_gpus, "cpu_w": cpu_w, "n_cpus": n_cpus}
     values |= {"nic_w": nic_w, "n_nics": n_nics, "other_w": other_w}
     for name, v in values.items():
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
-            raise ValueError(f"{name} must be a number >= 0, got {v!r}")
+        checks.non_negative(name, v)
     parts = {"GPUs": gpu_w * n_gpus, "CPUs": cpu_w * n_cpus, "NICs": nic_w * n_nics}
     return parts | {"other": other_w, "total": sum(parts.values()) + other_w}
 
 
 def nodes_per_rack(node_w: float, rack_w: float) -> int:
     """Whole nodes a rack's power budget feeds."""
-    _positive(node_w=node_w, rack_w=rack_w)
+    checks.positives(node_w=node_w, rack_w=rack_w)
     return math.floor(rack_w / node_w)
 
 
 def racks_per_megawatt(rack_w: float, it_mw: float = 1.0) -> int:
     """Whole racks of ``rack_w`` that ``it_mw`` megawatts of IT power feed."""
-    _positive(rack_w=rack_w, it_mw=it_mw)
+    checks.positives(rack_w=rack_w, it_mw=it_mw)
     return math.floor(it_mw * 1e6 / rack_w)
 
 
 def facility_power(it_w: float, pue: float) -> float:
     """The facility's draw, W: IT power times the power usage effectiveness."""
-    _positive(it_w=it_w)
+    checks.positives(it_w=it_w)
     if not isinstance(pue, (int, float)) or pue < 1:
         raise ValueError(f"pue must be >= 1 (total / IT power), got {pue!r}")
     return it_w * pue
@@ -256,7 +252,7 @@ def facility_power(it_w: float, pue: float) -> float:
 
 def cooling(rack_w: float) -> str:
     """``"air"`` up to the air-cooled reference rack, else ``"liquid"``."""
-    _positive(rack_w=rack_w)
+    checks.positives(rack_w=rack_w)
     return "air" if rack_w <= AIR_RACK_NODES * DGX_H100_MAX_W else "liquid"
 
 

@@ -13,27 +13,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from aiinfra import checks
+
 #: A switch or host of a wired network: its tier, then its indices, e.g.
 #: ``("edge", pod, e)``, ``("host", pod, e, h)``, ``("core", a, c)``.
 Node = tuple[str | int, ...]
 
 
-def _check_count(value: int, name: str, minimum: int = 1) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-
-
 def _check_radix(radix: int, name: str = "radix") -> None:
-    _check_count(radix, name, 4)
+    checks.integer(name, radix, low=4)
     if radix % 2:
         raise ValueError(f"{name} must be an even number of ports, got {radix}")
-
-
-def _check_positive(value: float, name: str) -> None:
-    if not value > 0:
-        raise ValueError(f"{name} must be > 0, got {value}")
 
 
 def _parallel_links(lower: int, down_ports: int, uplinks: int) -> int:
@@ -96,7 +86,7 @@ def fat_tree(k: int, link_gbps: float = 400.0) -> FatTree:
         ValueError: ``k`` odd or < 4, or ``link_gbps`` <= 0.
     """
     _check_radix(k, "k")
-    _check_positive(link_gbps, "link_gbps")
+    checks.positive("link_gbps", link_gbps)
     half = k // 2
     hosts = k * half * half  # k pods x k/2 edge switches x k/2 hosts
     return FatTree(
@@ -208,15 +198,15 @@ def leaf_spine(
         ValueError: a count out of range, or ``link_gbps`` <= 0.
     """
     _check_radix(radix)
-    _check_count(downlinks, "downlinks")
-    _check_count(uplinks, "uplinks")
+    checks.positive_int("downlinks", downlinks)
+    checks.positive_int("uplinks", uplinks)
     if downlinks + uplinks > radix:
         raise ValueError(f"downlinks + uplinks must be <= radix={radix}")
     leaves = radix if leaves is None else leaves
-    _check_count(leaves, "leaves", 2)
+    checks.integer("leaves", leaves, low=2)
     if leaves > radix or leaves % 2:
         raise ValueError(f"leaves must be even and in [2, radix={radix}], got {leaves}")
-    _check_positive(link_gbps, "link_gbps")
+    checks.positive("link_gbps", link_gbps)
     hosts = leaves * downlinks
     return LeafSpine(
         leaves=leaves,

@@ -1,144 +1,154 @@
-"""The inference chapter's timed commands: ``bench decode`` and ``bench engine``.
+"""The inference chapter's timed commands: ``bench decode|engine|phases|speculative``.
 
-It also holds what every ``bench`` command of the chapter shares. Each command times
-a loop on this machine, stamps the result into ``docs/_data/bench/`` (``--out``
-elsewhere, ``--no-write`` nowhere) and prints its table.
+Each times a loop on this machine and prints every table it computes; ``--stamp``
+stores the stamped result as the book's data (:mod:`aiinfra.results`), ``--out``
+elsewhere. Every flag is a field of the benchmark's config dataclass
+(:func:`aiinfra.clikit.add_config_flags`).
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
-from collections.abc import Callable
-from types import ModuleType
-from typing import Any
 
-from aiinfra import results
-from aiinfra.clikit import int_at_least, int_list
-from aiinfra.infer.engine import bench as engine_bench
-from aiinfra.infer.kv import decode_bench
-from aiinfra.report import Table
+from aiinfra.clikit import add_config_flags, add_output_flags, config_from, save, show
+
+#: Flags whose field comment is only the book's symbol: a word for ``--help``.
+MODEL_HELP = {
+    "d_model": "hidden width h",
+    "n_layers": "layers L",
+    "n_heads": "query heads H",
+    "n_kv_heads": "KV heads G",
+    "vocab_size": "vocabulary V",
+    "repeats": "timed runs",
+}
 
 
 def add_bench_decode(parser: argparse.ArgumentParser) -> None:
     """Flags of ``aiinfra bench decode``."""
-    add = parser.add_argument
-    d = decode_bench.DecodeBenchConfig()
-    add("--d-model", type=int_at_least(1), default=d.d_model, help="hidden width h")
-    add(
-        "--layers",
-        dest="n_layers",
-        type=int_at_least(1),
-        default=d.n_layers,
-        help="layers L",
-    )
-    add(
-        "--heads",
-        dest="n_heads",
-        type=int_at_least(1),
-        default=d.n_heads,
-        help="query heads H",
-    )
-    add(
-        "--kv-heads",
-        dest="n_kv_heads",
-        type=int_at_least(1),
-        default=d.n_kv_heads,
-        help="KV heads G",
-    )
-    add("--prompt-len", type=int_at_least(1), default=d.prompt_len, help="prompt T_0")
-    add(
-        "--new-tokens",
-        type=int_at_least(1),
-        default=d.new_tokens,
-        help="tokens to generate",
-    )
-    add("--batch", type=int_at_least(1), default=d.batch, help="sequences B")
-    add("--repeats", type=int_at_least(1), default=d.repeats, help="timed runs")
-    add("--threads", type=int_at_least(1), default=d.threads, help="torch threads")
-    add("--out", help="write the stamped JSON here (default: the book's file)")
-    add("--no-write", action="store_true", help="print only, write no file")
-    add("--json", action="store_true", help="print JSON, not text")
+    from aiinfra.infer.kv import decode_bench
 
-
-def check_bench_decode(args: argparse.Namespace) -> decode_bench.DecodeBenchConfig:
-    """The run's config; its ValueError names the flag (exit status 2)."""
-    report_at = tuple(n for n in (32, 64, 128, 256, 512) if n < args.new_tokens)
-    return decode_bench.DecodeBenchConfig(
-        d_model=args.d_model,
-        n_layers=args.n_layers,
-        n_heads=args.n_heads,
-        n_kv_heads=args.n_kv_heads,
-        prompt_len=args.prompt_len,
-        new_tokens=args.new_tokens,
-        batch=args.batch,
-        repeats=args.repeats,
-        threads=args.threads,
-        report_at=(*report_at, args.new_tokens),
+    add_config_flags(
+        parser,
+        decode_bench.DecodeBenchConfig,
+        skip=("report_at",),
+        helps=MODEL_HELP
+        | {"prompt_len": "prompt T_0", "new_tokens": "tokens to generate"}
+        | {"batch": "sequences B"},
     )
+    add_output_flags(parser, measures=True)
 
 
 def run_bench_decode(args: argparse.Namespace) -> int:
-    """Time both loops; print a table and stamp the file."""
-    cfg = check_bench_decode(args)
-    res = decode_bench.run_bench(cfg)
-    return _stamp_and_show(args, res, decode_bench, decode_bench.decode_bench_table)
+    """Time both loops; print the table, store it if asked."""
+    from aiinfra.infer.kv import decode_bench
 
-
-def _stamp_and_show(
-    args: argparse.Namespace,
-    res: dict[str, Any],
-    bench: ModuleType,
-    table: Callable[[dict[str, Any]], Table],
-) -> int:
-    """Stamp ``res`` into ``bench``'s file (unless ``--no-write``), print its table."""
-    if not args.no_write:
-        path = bench.write(res, args.out)
-        print(f"wrote {path}", file=sys.stderr)
-        res = bench.load(path)
-    else:
-        res = {"stamp": results.machine_stamp(1, "cpu"), **res}
-    shown = table(res)
-    print(shown.to_json() if args.json else shown.to_text())
+    report_at = tuple(n for n in (32, 64, 128, 256, 512) if n < args.new_tokens)
+    cfg = config_from(
+        args, decode_bench.DecodeBenchConfig, report_at=(*report_at, args.new_tokens)
+    )
+    res = save(args, "decode", decode_bench.run_bench(cfg), backend="cpu", world_size=1)
+    title = "Decoding with and without the KV cache"
+    show(args, {title: decode_bench.decode_bench_table(res)}, res)
     return 0
 
 
 def add_bench_engine(parser: argparse.ArgumentParser) -> None:
     """Flags of ``aiinfra bench engine``."""
-    add = parser.add_argument
-    d = engine_bench.EngineBenchConfig()
-    add("--requests", type=int_at_least(1), default=d.requests, help="requests")
-    add(
-        "--batch-sizes",
-        type=int_list,
-        default=d.batch_sizes,
-        help="max_num_seqs of the sweep, increasing, e.g. 1,4,16",
+    from aiinfra.infer.engine import bench as engine_bench
+
+    add_config_flags(
+        parser,
+        engine_bench.EngineBenchConfig,
+        helps=MODEL_HELP
+        | {"requests": "requests served in each run"}
+        | {"static_batch": "group size of static batching (and its continuous twin)"}
+        | {"block_size": "tokens per KV block B"},
     )
-    add(
-        "--static-batch",
-        type=int_at_least(1),
-        default=d.static_batch,
-        help="group size of static batching (and of its continuous twin)",
-    )
-    add("--prompt-max", type=int_at_least(1), default=d.prompt_max)
-    add("--output-max", type=int_at_least(1), default=d.output_max)
-    add("--threads", type=int_at_least(1), default=d.threads, help="torch threads")
-    add("--out", help="write the stamped JSON here (default: the book's file)")
-    add("--no-write", action="store_true", help="print only, write no file")
-    add("--json", action="store_true", help="print JSON, not text")
+    add_output_flags(parser, measures=True)
 
 
 def run_bench_engine(args: argparse.Namespace) -> int:
-    """Serve the sweep, static and continuous, and prefix caching; print, stamp."""
-    cfg = engine_bench.EngineBenchConfig(
-        requests=args.requests,
-        batch_sizes=args.batch_sizes,
-        static_batch=args.static_batch,
-        prompt_max=args.prompt_max,
-        prompt_min=min(engine_bench.EngineBenchConfig.prompt_min, args.prompt_max),
-        output_max=args.output_max,
-        output_min=min(engine_bench.EngineBenchConfig.output_min, args.output_max),
-        threads=args.threads,
+    """Serve the sweep, static and continuous, and prefix caching; print all three."""
+    from aiinfra.infer.engine import bench as engine_bench
+
+    cfg = config_from(
+        args,
+        engine_bench.EngineBenchConfig,
+        prompt_min=min(args.prompt_min, args.prompt_max),
+        output_min=min(args.output_min, args.output_max),
     )
-    res = engine_bench.run_bench(cfg)
-    return _stamp_and_show(args, res, engine_bench, engine_bench.engine_table)
+    res = save(args, "engine", engine_bench.run_bench(cfg), backend="cpu", world_size=1)
+    tables = {
+        "Batch sweep: the same requests at each max_num_seqs": (
+            engine_bench.sweep_table(res)
+        ),
+        "Static against continuous batching": engine_bench.engine_table(res),
+        "Prefix caching: a shared system prompt": engine_bench.prefix_table(res),
+    }
+    show(args, tables, res)
+    return 0
+
+
+def add_bench_phases(parser: argparse.ArgumentParser) -> None:
+    """Flags of ``aiinfra bench phases`` (each a field of the config)."""
+    from aiinfra.infer import phase_bench
+
+    add_config_flags(
+        parser,
+        phase_bench.PhaseBenchConfig,
+        helps=MODEL_HELP | {"d_ff": "MLP width", "context": "cached tokens"},
+    )
+    add_output_flags(parser, measures=True)
+
+
+def run_bench_phases(args: argparse.Namespace) -> int:
+    """Time prefill and decode steps and the CPU's roofs; print, store if asked."""
+    from aiinfra.infer import phase_bench
+
+    cfg = config_from(args, phase_bench.PhaseBenchConfig)
+    body = phase_bench.run_phase_bench(cfg, device="cpu")
+    res = save(args, "phases", body, backend="cpu", world_size=1)
+    title = "Prefill and decode steps against the CPU's roofs"
+    show(args, {title: phase_bench.phase_bench_table(res)}, res)
+    return 0
+
+
+def add_bench_speculative(parser: argparse.ArgumentParser) -> None:
+    """Flags of ``aiinfra bench speculative``."""
+    from aiinfra.infer.speculative import bench as speculative_bench
+
+    add_config_flags(parser, speculative_bench.SpeculativeBenchConfig)
+    add_output_flags(parser, measures=True)
+
+
+def run_bench_speculative(args: argparse.Namespace) -> int:
+    """Train a target and a draft, time speculative decoding per k; print, store."""
+    from aiinfra.infer.speculative import bench as speculative_bench
+    from aiinfra.report import Table
+
+    cfg = config_from(args, speculative_bench.SpeculativeBenchConfig)
+    body = speculative_bench.run_speculative_bench(cfg)
+    threads = {"threads": body["config"]["threads"]}
+    res = save(
+        args, "speculative", body, backend="cpu", world_size=1, extra_stamp=threads
+    )
+    base = res["baseline"]["seconds"]
+    columns = ["k", "calls", "drafted", "accepted", "emitted", "seconds", "alpha"]
+    table = Table(
+        [*columns, "speed-up"],
+        [[r[c] for c in columns] + [base / r["seconds"]] for r in res["rows"]],
+        note=f"Plain decoding took {base:.3g} s for the same tokens; calls: target "
+        "calls; alpha: the measured acceptance rate; speed-up: plain time / "
+        "speculative time.",
+    )
+    forward = Table(
+        ["pass", "ms"],
+        [[k, round(v, 3)] for k, v in res["forward_ms"].items()],
+        note="One cached forward pass of the draft or the target, fastest of 20.",
+    )
+    show(
+        args,
+        {"Speculative decoding per drafted tokens k": table, "Forward passes": forward},
+        res,
+    )
+    return 0

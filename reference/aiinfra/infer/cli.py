@@ -1,16 +1,14 @@
 """The inference chapter's commands: ``bench``, ``quantize``, ``distill``, ``serve``.
 
-The benches are ``decode``, ``engine`` (both in :mod:`.bench_cli`), ``phases`` and
-``speculative``.
-
-``aiinfra bench decode`` times greedy decoding with and without the KV cache, token
-by token (:mod:`aiinfra.infer.kv.decode_bench`), and stamps the result into
-``docs/_data/bench/decode-cpu.json`` (or ``--out``)::
+The benches are ``decode``, ``engine``, ``phases`` and ``speculative``
+(:mod:`.bench_cli`). ``aiinfra bench decode`` times greedy decoding with and without
+the KV cache, token by token (:mod:`aiinfra.infer.kv.decode_bench`); ``--stamp``
+stores the result as the book's ``decode-cpu.json``::
 
     aiinfra bench decode --new-tokens 512 --repeats 2
 
 ``aiinfra serve`` runs the engine (:mod:`aiinfra.infer.engine.core`) behind an
-OpenAI-compatible HTTP API on 127.0.0.1 (:mod:`aiinfra.infer.engine.server`)::
+OpenAI-compatible HTTP API on 127.0.0.1 (:mod:`aiinfra.infer.serve_cli`)::
 
     aiinfra serve --model tiny --port 8000
 """
@@ -18,143 +16,148 @@ OpenAI-compatible HTTP API on 127.0.0.1 (:mod:`aiinfra.infer.engine.server`)::
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 
-from aiinfra import results
-from aiinfra.clikit import Command, int_at_least, int_list, positive_float
-from aiinfra.infer import phase_bench, serve_cli
+from aiinfra.clikit import (
+    Command,
+    add_config_flags,
+    add_output_flags,
+    config_from,
+    save,
+    show,
+)
 from aiinfra.infer.bench_cli import (
     add_bench_decode,
     add_bench_engine,
+    add_bench_phases,
+    add_bench_speculative,
     run_bench_decode,
     run_bench_engine,
+    run_bench_phases,
+    run_bench_speculative,
 )
-from aiinfra.infer.distill import train as distill_train
-from aiinfra.infer.quant import evaluate as quant_eval
-from aiinfra.infer.speculative import bench as speculative_bench
-
-
-def add_bench_speculative(parser: argparse.ArgumentParser) -> None:
-    """Flags of ``aiinfra bench speculative``."""
-    add = parser.add_argument
-    d = speculative_bench.SpeculativeBenchConfig()
-    add("--ks", type=int_list, default=d.ks, help="drafted tokens per call, e.g. 1,2,4")
-    add("--new-tokens", type=int_at_least(1), default=d.new_tokens)
-    add("--prompts", type=int_at_least(1), default=d.prompts)
-    add("--repeats", type=int_at_least(1), default=d.repeats, help="timed runs")
-    add("--threads", type=int_at_least(1), default=d.threads, help="torch threads")
-    add("--target-steps", type=int_at_least(1), default=d.target_steps)
-    add("--draft-steps", type=int_at_least(1), default=d.draft_steps)
-    add("--temperature", type=positive_float, default=d.temperature)
-    add("--out", help="write the stamped JSON here (default: the book's file)")
-
-
-def run_bench_speculative(args: argparse.Namespace) -> int:
-    """Train a target and a draft, time speculative decoding per k, stamp it."""
-    cfg = speculative_bench.SpeculativeBenchConfig(
-        ks=tuple(args.ks),
-        new_tokens=args.new_tokens,
-        prompts=args.prompts,
-        repeats=args.repeats,
-        threads=args.threads,
-        target_steps=args.target_steps,
-        draft_steps=args.draft_steps,
-        temperature=args.temperature,
-    )
-    path = speculative_bench.stamp_speculative_bench(args.out, cfg)
-    print(f"wrote {path}", file=sys.stderr)
-    res = speculative_bench.load_speculative_bench(path)
-    print(json.dumps(res["rows"], indent=1))
-    return 0
 
 
 def add_quantize(parser: argparse.ArgumentParser) -> None:
     """Flags of ``aiinfra quantize``."""
-    add = parser.add_argument
-    d = quant_eval.QuantEvalConfig()
-    add("--steps", type=int_at_least(1), default=d.steps, help="training steps")
-    add("--seed", type=int, default=d.seed, help="seed of the language and model")
-    add(
-        "--no-quantize-head",
-        action="store_true",
-        help="keep the output head in float (as GPTQ and AWQ do)",
+    from aiinfra.infer.quant import evaluate as quant_eval
+
+    add_config_flags(
+        parser,
+        quant_eval.QuantEvalConfig,
+        helps={"steps": "training steps", "seed": "seed of the language and model"},
+        choices={"scheme": quant_eval.SCHEMES},
     )
-    add("--out", default=str(quant_eval.DEFAULT_PATH), help="the stamped JSON")
+    add_output_flags(parser, measures=True)
 
 
 def run_quantize(args: argparse.Namespace) -> int:
-    """Train the small model, quantize it every way, stamp the perplexities."""
-    cfg = quant_eval.QuantEvalConfig(
-        steps=args.steps, seed=args.seed, quantize_head=not args.no_quantize_head
+    """Train the small model, quantize it every way, print (and store) the ppl."""
+    from aiinfra.infer.quant import evaluate as quant_eval
+    from aiinfra.report import Table
+
+    cfg = config_from(args, quant_eval.QuantEvalConfig)
+    body = quant_eval.run_quant_eval(cfg)
+    res = save(args, quant_eval.KIND, body, backend="cpu", world_size=1)
+    columns = ["key", "ppl", *quant_eval.ERRORS]
+    table = Table(
+        ["run", "held-out perplexity", "weight error", "output error"],
+        [[r[c] for c in columns] for r in res["rows"]],
+        note=f"The language's own perplexity (the floor): {res['floor_ppl']:.4f}. "
+        "Errors: relative Frobenius norms, mean over the layers.",
     )
-    path = quant_eval.stamp_quant_eval(args.out, cfg)
-    print(f"wrote {path}", file=sys.stderr)
-    res = json.loads(path.read_text())
-    print(f"floor (the language's own law): {res['floor_ppl']:.4f}")
-    for row in res["rows"]:
-        print(f"{row['key']:22s} ppl {row['ppl']:.4f}")
-    return 0
-
-
-def add_bench_phases(parser: argparse.ArgumentParser) -> None:
-    """Flags of ``aiinfra bench phases`` (each a field of the config)."""
-    add = parser.add_argument
-    d = phase_bench.PhaseBenchConfig()
-    add("--d-model", type=int_at_least(1), default=d.d_model, help="hidden width h")
-    add("--layers", dest="n_layers", type=int_at_least(1), default=d.n_layers)
-    add("--heads", dest="n_heads", type=int_at_least(1), default=d.n_heads)
-    add("--kv-heads", dest="n_kv_heads", type=int_at_least(1), default=d.n_kv_heads)
-    add("--d-ff", type=int_at_least(1), default=d.d_ff, help="MLP width")
-    add("--vocab", dest="vocab_size", type=int_at_least(1), default=d.vocab_size)
-    add(
-        "--prompt-lens",
-        type=int_list,
-        default=d.prompt_lens,
-        help="prefill T, e.g. 16,64",
+    layers = Table(
+        ["run", "layer", "weight error", "output error"],
+        [
+            [run, r["layer"], r["weight_err"], r["output_err"]]
+            for run, rows in res["layers"].items()
+            for r in rows
+        ],
+        note="Relative Frobenius errors of each quantized layer, on held-out inputs.",
     )
-    add("--batches", type=int_list, default=d.batches, help="decode B, e.g. 1,4,16")
-    add("--context", type=int_at_least(1), default=d.context, help="cached tokens")
-    add("--decode-steps", type=int_at_least(1), default=d.decode_steps)
-    add("--repeats", type=int_at_least(1), default=d.repeats, help="timed runs")
-    add("--threads", type=int_at_least(1), default=d.threads, help="torch threads")
-    add("--matmul-size", type=int_at_least(1), default=d.matmul_size)
-    add("--read-mib", type=int_at_least(1), default=d.read_mib)
-    add("--out", help="write the stamped JSON here (default: the book's file)")
-    add("--no-write", action="store_true", help="print only, write no file")
-    add("--json", action="store_true", help="print JSON, not text")
-
-
-def run_bench_phases(args: argparse.Namespace) -> int:
-    """Time prefill and decode steps and the CPU's roofs; print and stamp them."""
-    fields = phase_bench.PhaseBenchConfig.__dataclass_fields__
-    cfg = phase_bench.PhaseBenchConfig(**{k: getattr(args, k) for k in fields})
-    body = phase_bench.run_phase_bench(cfg, device="cpu")
-    if args.no_write:
-        res = {"stamp": results.machine_stamp(1, "cpu"), **body}
-    else:
-        path = phase_bench.stamp_phase_bench(body, args.out)
-        print(f"wrote {path}", file=sys.stderr)
-        res = phase_bench.load_phase_bench(path)
-    table = phase_bench.phase_bench_table(res)
-    print(table.to_json() if args.json else table.to_text())
+    show(
+        args,
+        {"Perplexity of each quantized model": table, "Error of each layer": layers},
+        res,
+    )
     return 0
 
 
 def add_distill(parser: argparse.ArgumentParser) -> None:
     """Flags of ``aiinfra distill``."""
-    parser.add_argument(
-        "--out", default=str(distill_train.DEFAULT_PATH), help="the stamped JSON"
-    )
+    from aiinfra.infer.distill import train as distill_train
+
+    add_config_flags(parser, distill_train.DistillRunConfig)
+    add_output_flags(parser, measures=True)
 
 
 def run_distill(args: argparse.Namespace) -> int:
-    """Train a teacher, then a student on labels and one by distillation; stamp."""
-    path = distill_train.stamp_distillation(args.out)
-    print(f"wrote {path}", file=sys.stderr)
-    res = distill_train.load_distillation(path)
-    print(json.dumps({k: v for k, v in res.items() if k != "curves"}, indent=1)[:2000])
+    """Train a teacher, then a student on labels and one by distillation; print."""
+    from aiinfra.infer.distill import train as distill_train
+    from aiinfra.report import Table
+
+    cfg = config_from(args, distill_train.DistillRunConfig)
+    body = distill_train.run_distillation(cfg)
+    res = save(args, distill_train.KIND, body, backend="cpu", world_size=1)
+    runs = ("teacher", "labels", "distilled")
+    size = {"teacher": "teacher", "labels": "student", "distilled": "student"}
+    table = Table(
+        ["run", "final held-out loss", "best held-out loss", "parameters"],
+        [
+            [r, res["final"][r], res["best"][r], res["parameters"][size[r]]]
+            for r in runs
+        ],
+        note=f"Nats per token; the language's own loss (the floor) is "
+        f"{res['source_loss']:.4f}. labels: the student trained on the labels "
+        "alone; distilled: on the teacher's soft targets too.",
+    )
+    every = res["config"]["eval_every"]
+    longest = max(len(c) for c in res["curves"].values())
+    curves = Table(
+        ["step", *runs],
+        [
+            [
+                i * every,
+                *(
+                    res["curves"][r][i] if i < len(res["curves"][r]) else ""
+                    for r in runs
+                ),
+            ]
+            for i in range(longest)
+        ],
+        note="Held-out loss, nats per token, while each model trains.",
+    )
+    show(
+        args,
+        {
+            "Held-out loss of the teacher and the two students": table,
+            "Held-out loss while training": curves,
+        },
+        res,
+    )
     return 0
+
+
+def add_serve(parser: argparse.ArgumentParser) -> None:
+    """Flags of ``aiinfra serve`` (:mod:`aiinfra.infer.serve_cli`)."""
+    from aiinfra.infer import serve_cli
+
+    serve_cli.add_serve(parser)
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    """Serve until interrupted (:func:`aiinfra.infer.serve_cli.run_serve`)."""
+    from aiinfra.infer import serve_cli
+
+    return serve_cli.run_serve(args)
+
+
+def _decode_runs(args: argparse.Namespace) -> str:
+    """What ``bench decode`` runs; 512 tokens 3 times take about 15 s on one core."""
+    seconds = max(1, round(15 * args.new_tokens * args.repeats / (512 * 3)))
+    return (
+        f"{args.new_tokens} tokens decoded with and without the cache, "
+        f"{args.repeats} repeats; about {seconds} s on one core"
+    )
 
 
 COMMANDS = (
@@ -164,6 +167,7 @@ COMMANDS = (
         "greedy decoding with and without the KV cache, timed token by token",
         add_bench_decode,
         run_bench_decode,
+        runs=_decode_runs,
     ),
     Command(
         "bench",
@@ -171,6 +175,11 @@ COMMANDS = (
         "the engine on the CPU: batch sweep, static vs continuous, prefix caching",
         add_bench_engine,
         run_bench_engine,
+        runs=lambda a: (
+            f"{a.requests} requests served at {len(a.batch_sizes)} batch "
+            "sizes, static and continuous, then a prefix-caching run; about 2 minutes "
+            "with the defaults"
+        ),
     ),
     Command(
         "bench",
@@ -178,6 +187,8 @@ COMMANDS = (
         "prefill and decode steps on the CPU against its matmul and memory roofs",
         add_bench_phases,
         run_bench_phases,
+        runs="3 prefills, 4 decode batches and the CPU's two roofs, 5 repeats "
+        "each; about 30 s",
     ),
     Command(
         "bench",
@@ -185,26 +196,31 @@ COMMANDS = (
         "speculative decoding on the CPU: acceptance, tokens per call, speed-up per k",
         add_bench_speculative,
         run_bench_speculative,
+        runs="trains a target and a draft, then decodes with 6 values of k; about "
+        "a minute",
     ),
     Command(
         "distill",
         None,
-        "distil a small student from a teacher and from labels alone; stamp the losses",
+        "distil a small student from a teacher and from labels alone",
         add_distill,
         run_distill,
+        runs="trains a teacher and two students on a synthetic language; under a "
+        "minute",
     ),
     Command(
         "quantize",
         None,
-        "train a small model, quantize it (RTN, SmoothQuant, AWQ, GPTQ), stamp ppl",
+        "train a small model, quantize it (RTN, SmoothQuant, AWQ, GPTQ), print ppl",
         add_quantize,
         run_quantize,
+        runs="trains a small model 600 steps, then quantizes it 11 ways; a few minutes",
     ),
     Command(
         "serve",
         None,
         "serve a model with an OpenAI-compatible API on 127.0.0.1",
-        serve_cli.add_serve,
-        serve_cli.run_serve,
+        add_serve,
+        run_serve,
     ),
 )

@@ -21,15 +21,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from aiinfra import checks
+
 PERCENTILES = (50, 90, 99)
-
-
-def _check_time(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"{name} must be a number of seconds, got {value!r}")
-    if not math.isfinite(value) or value < 0:
-        raise ValueError(f"{name} must be a finite time >= 0 s, got {value!r}")
-    return float(value)
 
 
 @dataclass(frozen=True)
@@ -51,7 +45,7 @@ class RequestRecord:
     token_times: tuple[float, ...]
 
     def __post_init__(self) -> None:
-        _check_time("arrival", self.arrival)
+        checks.non_negative("arrival", self.arrival)
         times = self.token_times
         if not isinstance(times, list | tuple):
             raise TypeError(f"token_times must be a list or tuple: {times!r}")
@@ -60,7 +54,10 @@ class RequestRecord:
         t = np.fromiter(times, float) if all(type(x) is float for x in times) else None
         fast = t is not None and np.isfinite(t).all() and (np.diff(t) >= 0).all()
         if not fast:  # check one by one, to name the culprit
-            times = [_check_time(f"token_times[{i}]", x) for i, x in enumerate(times)]
+            times = [
+                float(checks.non_negative(f"token_times[{i}]", x))
+                for i, x in enumerate(times)
+            ]
         if times[0] < self.arrival:
             raise ValueError(
                 f"token_times[0] = {times[0]} s is before arrival = {self.arrival} s"
@@ -118,8 +115,7 @@ def percentile(values: Sequence[float], q: float) -> float:
     Raises:
         ValueError: ``values`` is empty or not finite, or ``q`` outside ``[0, 100]``.
     """
-    if isinstance(q, bool) or not isinstance(q, int | float) or not 0 <= q <= 100:
-        raise ValueError(f"q must be a number in [0, 100], got {q!r}")
+    checks.number("q", q, 0, 100)
     xs = sorted(float(v) for v in values)
     if not xs or not all(math.isfinite(x) for x in xs):
         raise ValueError(f"values must be a non-empty sequence of finite numbers: {xs}")
@@ -145,7 +141,7 @@ class Slo:
 
     def __post_init__(self) -> None:
         for name in ("ttft", "tpot"):
-            if _check_time(name, getattr(self, name)) == 0:
+            if checks.non_negative(name, getattr(self, name)) == 0:
                 raise ValueError(f"{name} must be > 0 s, got 0")
 
     def met_by(self, record: RequestRecord) -> bool:
@@ -290,10 +286,9 @@ def colocated_steady_state(
             positive number.
     """
     for name, value, least in (("batch", batch, 1), ("output_len", output_len, 2)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < least:
-            raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
+        checks.integer(name, value, low=least)
     for name, value in (("prefill_s", prefill_s), ("decode_step_s", decode_step_s)):
-        if _check_time(name, value) == 0:
+        if checks.non_negative(name, value) == 0:
             raise ValueError(f"{name} must be > 0 s, got 0")
     m = batch / (output_len - 1)  # prefills per decode step
     tpot, ttft = decode_step_s + m * prefill_s, decode_step_s + math.ceil(m) * prefill_s

@@ -8,8 +8,8 @@ with :mod:`aiinfra.models.roofline` (compulsory bytes) and each is timed by its 
 ``max(FLOPs / F_max, bytes / W)`` (Williams et al. 2009): a model of a GPU, not a
 measurement. :func:`run_phase_bench` measures the same two phases with this
 package's :class:`~aiinfra.models.transformer.Transformer` and its KV cache, and the
-machine's own roofs (a large matmul and a large read); :func:`stamp_phase_bench`
-writes them to ``docs/_data/bench/phases-cpu.json``. Notation: ``T`` prompt tokens,
+machine's own roofs (a large matmul and a large read); its stamped result is the
+kind ``phases`` of :mod:`aiinfra.results`. Notation: ``T`` prompt tokens,
 ``B`` sequences, ``L`` layers, ``h`` width, ``H`` and ``G`` query and KV heads.
 """
 
@@ -18,13 +18,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
-from aiinfra import results
+from aiinfra import checks, progress, results
 from aiinfra.accelerators import Gpu
 from aiinfra.infer.step_cost import fused_step, roof_time
 from aiinfra.models.config import TransformerConfig
@@ -32,8 +31,6 @@ from aiinfra.models.roofline import Kernel, decode_attention, matmul, prefill_at
 from aiinfra.models.transformer import Transformer
 from aiinfra.report import Table
 from aiinfra.timing import best_seconds, cuda_wall_clock
-
-FILE = "phases-cpu.json"
 
 
 def _check_dense(c: TransformerConfig) -> None:
@@ -131,11 +128,10 @@ class PhaseBenchConfig:
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():
-            values = value if isinstance(value, tuple) else (value,)
-            if not values or any(
-                isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in values
-            ):
-                raise ValueError(f"{name} must be positive integers, got {value!r}")
+            if isinstance(value, tuple):
+                checks.int_list(name, value)
+            else:
+                checks.positive_int(name, value)
 
     def model_config(self) -> TransformerConfig:
         """The Transformer's shape, its position limit fitted to the longest run."""
@@ -208,7 +204,9 @@ def run_phase_bench(
             runs += [
                 ("decode", B, (B, 1), cfg.context, S, B * mean_kv) for B in cfg.batches
             ]
-            for phase, size, shape, start, steps, pairs in runs:  # size: T or B
+            for phase, size, shape, start, steps, pairs in progress.track(
+                runs, "prefill and decode shapes"
+            ):  # size: T or B
                 x = torch.randint(c.vocab_size, shape, generator=g, device=device)
                 s = _time_forward(model, x, start, steps, cfg.repeats, clock)
                 # pairs: (query, key) per layer, the masked ones of a prefill too
@@ -221,20 +219,6 @@ def run_phase_bench(
         torch.set_num_threads(threads)
     config = asdict(cfg) | {"dtype": "float32", "weights": weights}
     return {"config": config, "roofs": roofs, "rows": rows}
-
-
-def stamp_phase_bench(body: dict[str, Any], path: str | Path | None = None) -> Path:
-    """Stamp ``body`` (machine, date, versions) and write it; returns the path."""
-    return results.write("phases", body, backend="cpu", world_size=1, path=path)
-
-
-def load_phase_bench(path: str | Path | None = None) -> dict[str, Any]:
-    """Read the stamped file (default: the book's ``phases-cpu.json``).
-
-    Raises:
-        FileNotFoundError: no file; the message names the command that writes it.
-    """
-    return results.load("phases", "cpu", path)
 
 
 def phase_bench_table(res: dict[str, Any]) -> Table:

@@ -25,6 +25,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from aiinfra import checks
+
 
 def _check_logits(logits: Tensor) -> None:
     """Reject logits that are not a floating ``(B, V)`` tensor."""
@@ -73,8 +75,7 @@ def top_k_filter(logits: Tensor, k: int) -> Tensor:
         ValueError: ``k`` < 1, or ``logits`` is not ``(B, V)``.
     """
     _check_logits(logits)
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"k must be an integer >= 1, got {k!r}")
+    checks.positive_int("k", k)
     kth = torch.topk(logits, min(k, logits.shape[-1]), dim=-1).values[:, -1:]  # (B, 1)
     return logits.masked_fill(logits < kth, float("-inf"))
 

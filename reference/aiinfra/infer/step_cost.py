@@ -27,7 +27,7 @@ from typing import Protocol
 import numpy as np
 
 from aiinfra.accelerators import Gpu
-from aiinfra.models.attention.kv_cache_size import elements_per_token
+from aiinfra.models.attention.kv_cache_size import kv_bytes_per_token
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.flops import attention_flops_per_token, matmul_parameters
 from aiinfra.models.roofline import Kernel
@@ -69,7 +69,7 @@ def fused_step(
     psi = matmul_parameters(c)  # the weights a token meets: all of them
     flops = 2 * psi * tokens + attention_flops_per_token(c, 1) // 3 * pairs
     weights = psi * weight_bytes + (2 * psi / group_size if group_size else 0)
-    moved = weights + kv_bytes * elements_per_token(c) * kv_tokens
+    moved = weights + kv_bytes_per_token(c, kv_bytes) * kv_tokens
     return Kernel("step", flops, moved)
 
 
@@ -139,7 +139,7 @@ class RooflineStepCost:
         if not overhead >= 0:
             raise ValueError(f"overhead must be >= 0 seconds, got {overhead!r}")
         self.config, self.gpu, self.overhead = config, gpu, overhead
-        self.kv_bytes = 2 * elements_per_token(config)  # per cached token, bf16
+        self.kv_bytes = kv_bytes_per_token(config, 2)  # per cached token, bf16
 
     def __call__(
         self, chunks: Sequence[Chunk], n_decode: int, decode_context: np.ndarray | int

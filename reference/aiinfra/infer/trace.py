@@ -23,6 +23,7 @@ from statistics import fmean
 
 import numpy as np
 
+from aiinfra import checks
 from aiinfra.infer.metrics import RequestRecord, summarize
 
 
@@ -50,8 +51,7 @@ class Request:
             raise ValueError(f"arrival must be finite and >= 0, got {self.arrival!r}")
         for name in ("prompt", "output"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+            checks.positive_int(name, value)
         if not isinstance(self.cached, int) or not 0 <= self.cached < self.prompt:
             raise ValueError(
                 f"cached must be an int in [0, prompt), got {self.cached!r}"
@@ -120,8 +120,7 @@ class Record(RequestRecord):
 def _check_range(name: str, bounds: tuple[int, int]) -> None:
     low, high = bounds
     for value in (low, high):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be two ints >= 1, got {bounds!r}")
+        checks.positive_int(name, value)
     if low > high:
         raise ValueError(f"{name} must be (low, high) with low <= high, got {bounds!r}")
 
@@ -149,8 +148,7 @@ def poisson_trace(
         ValueError: ``n`` < 1, ``rate`` not a positive finite number, or a range
             that is not ``1 <= low <= high``.
     """
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be an int >= 1, got {n!r}")
+    checks.positive_int("n", n)
     if not (isinstance(rate, int | float) and math.isfinite(rate) and rate > 0):
         raise ValueError(f"rate must be a finite number > 0, got {rate!r}")
     _check_range("prompt", prompt)

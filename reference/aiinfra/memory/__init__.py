@@ -11,54 +11,47 @@ described once, by :class:`aiinfra.models.config.TransformerConfig`;
 re-exported here.
 """
 
-from aiinfra.memory.activations import (
-    activation_bytes_per_layer,
-    saved_activation_terms,
-)
-from aiinfra.memory.calculator import (
-    MemoryEstimate,
-    estimate_memory,
-    memory_report,
-    memory_table,
-)
-from aiinfra.memory.checkpoint import Checkpoint, checkpoint, checkpoint_sequential
-from aiinfra.memory.measure import SavedTensorLog, model_state_bytes
-from aiinfra.memory.model_states import (
-    ModelStateBytes,
-    model_states_bytes,
-    zero_model_states_bytes,
-)
-from aiinfra.memory.segments import (
-    checkpointed_peak_bytes,
-    optimal_segments,
-    segment_sizes,
-    sqrt_rule,
-)
-from aiinfra.memory.tiny_gpt import TinyGPT, tiny_gpt_config
-from aiinfra.models.params import count_parameters
-from aiinfra.models.presets import preset
+from aiinfra import lazy
 
-__all__ = [
-    "Checkpoint",
-    "MemoryEstimate",
-    "ModelStateBytes",
-    "SavedTensorLog",
-    "TinyGPT",
-    "activation_bytes_per_layer",
-    "checkpoint",
-    "checkpoint_sequential",
-    "checkpointed_peak_bytes",
-    "count_parameters",
-    "estimate_memory",
-    "memory_report",
-    "memory_table",
-    "model_state_bytes",
-    "model_states_bytes",
-    "optimal_segments",
-    "preset",
-    "saved_activation_terms",
-    "segment_sizes",
-    "sqrt_rule",
-    "tiny_gpt_config",
-    "zero_model_states_bytes",
-]
+# Imported on first use (aiinfra.lazy): importing the package stays light.
+__getattr__, __dir__, __all__ = lazy.exports(
+    __name__,
+    {
+        "aiinfra.memory.activations": (
+            "activation_bytes_per_layer",
+            "saved_activation_terms",
+        ),
+        "aiinfra.memory.calculator": (
+            "MemoryEstimate",
+            "estimate_memory",
+            "memory_report",
+            "memory_table",
+        ),
+        "aiinfra.memory.checkpoint": (
+            "Checkpoint",
+            "checkpoint",
+            "checkpoint_sequential",
+        ),
+        "aiinfra.memory.measure": (
+            "SavedTensorLog",
+            "model_state_bytes",
+        ),
+        "aiinfra.memory.model_states": (
+            "ModelStateBytes",
+            "model_states_bytes",
+            "zero_model_states_bytes",
+        ),
+        "aiinfra.memory.segments": (
+            "checkpointed_peak_bytes",
+            "optimal_segments",
+            "segment_sizes",
+            "sqrt_rule",
+        ),
+        "aiinfra.memory.tiny_gpt": (
+            "TinyGPT",
+            "tiny_gpt_config",
+        ),
+        "aiinfra.models.params": ("count_parameters",),
+        "aiinfra.models.presets": ("preset",),
+    },
+)

@@ -20,14 +20,12 @@ from __future__ import annotations
 
 import argparse
 import os
+from typing import TYPE_CHECKING
 
-from aiinfra.clikit import Command, int_at_least
-from aiinfra.memory.activations import ATTENTION, RECOMPUTE
-from aiinfra.memory.calculator import memory_report
-from aiinfra.memory.model_states import GRADIENT_LAYOUTS
-from aiinfra.models.config import TransformerConfig
-from aiinfra.models.hf.config import read_json_object
-from aiinfra.models.presets import DENSE_PRESETS, is_moe, preset
+from aiinfra.clikit import Command, add_output_flags, int_at_least, name_of, show
+
+if TYPE_CHECKING:
+    from aiinfra.models.config import TransformerConfig
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,51 +34,51 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     Args:
         parser: the subcommand's parser.
     """
+    from aiinfra.memory.activations import ATTENTION, RECOMPUTE
+    from aiinfra.memory.model_states import GRADIENT_LAYOUTS
+    from aiinfra.models.presets import MODEL_NAMES
+
+    add = parser.add_argument
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument(
         "--model",
-        type=str.lower,
-        choices=sorted(DENSE_PRESETS),
-        help="a named real model",
+        type=name_of(MODEL_NAMES),
+        help=f"a named model, any case: {', '.join(MODEL_NAMES)} (dense ones only)",
     )
     source.add_argument("--config", help="path to a Hugging Face config.json")
-    parser.add_argument(
-        "--seq", type=int_at_least(1), default=4096, help="sequence length s"
-    )
-    parser.add_argument(
-        "--micro-batch",
-        type=int_at_least(1),
-        default=1,
-        help="sequences per micro-batch b",
-    )
-    parser.add_argument(
-        "--tp", type=int_at_least(1), default=1, help="tensor-parallel ranks t"
-    )
-    parser.add_argument(
-        "--sp", action="store_true", help="sequence parallelism (with --tp)"
-    )
-    parser.add_argument(
-        "--recompute", choices=RECOMPUTE, default="none", help="activation recompute"
-    )
-    parser.add_argument(
+    add("--seq", type=int_at_least(1), default=4096, help="sequence length s")
+    add("--micro-batch", type=int_at_least(1), default=1, help="sequences b")
+    add("--tp", type=int_at_least(1), default=1, help="tensor-parallel ranks t")
+    add("--sp", action="store_true", help="sequence parallelism (with --tp)")
+    add("--recompute", choices=RECOMPUTE, default="none", help="activation recompute")
+    add(
         "--attention",
         choices=ATTENTION,
         default="materialised",
         help="materialised softmax + dropout (Korthikanti et al.) or a fused kernel",
     )
-    parser.add_argument(
+    add(
         "--grad-dtype",
         choices=tuple(GRADIENT_LAYOUTS),
         default="bf16",
         help="gradient layout: 16, 18 or 20 bytes of model states per parameter",
     )
-    parser.add_argument(
-        "--zero", type=int, choices=(0, 1, 2, 3), default=0, help="ZeRO stage"
-    )
-    parser.add_argument(
-        "--dp", type=int_at_least(1), default=1, help="data-parallel ranks N_d"
-    )
-    parser.add_argument("--json", action="store_true", help="print JSON, not text")
+    add("--zero", type=int, choices=(0, 1, 2, 3), default=0, help="ZeRO stage")
+    add("--dp", type=int_at_least(1), default=1, help="data-parallel ranks N_d")
+    add_output_flags(parser)
+
+
+def _dense(fields: dict, name: str) -> TransformerConfig:
+    """The config of ``fields``, refusing a mixture-of-experts model."""
+    from aiinfra.models.config import TransformerConfig
+    from aiinfra.models.presets import is_moe
+
+    if is_moe(fields):
+        raise ValueError(
+            f"{name} describes a mixture-of-experts model; the memory calculator "
+            "models dense MLPs only"
+        )
+    return TransformerConfig.from_hf_config(fields)
 
 
 def read_dense_config(path: str | os.PathLike) -> TransformerConfig:
@@ -97,13 +95,9 @@ def read_dense_config(path: str | os.PathLike) -> TransformerConfig:
             or a field is missing or wrong.
         OSError: the file cannot be read.
     """
-    fields = read_json_object(path)
-    if is_moe(fields):
-        raise ValueError(
-            f"config {os.fspath(path)!r} describes a mixture-of-experts model; the "
-            "memory calculator models dense MLPs only"
-        )
-    return TransformerConfig.from_hf_config(fields)
+    from aiinfra.models.hf.config import read_json_object
+
+    return _dense(read_json_object(path), f"config {os.fspath(path)!r}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -118,11 +112,15 @@ def run(args: argparse.Namespace) -> int:
 
     Raises:
         ValueError: a config file that cannot be read or describes no dense
-            decoder, or options the calculator rejects (a TP degree that does not
-            divide the heads).
+            decoder, a mixture-of-experts model, or options the calculator rejects
+            (a TP degree that does not divide the heads).
     """
-    if args.model:  # argparse offers the dense presets only
-        name, cfg = args.model, preset(args.model)
+    from aiinfra.memory.calculator import memory_report
+    from aiinfra.models.presets import model_fields
+
+    if args.model:
+        name = args.model
+        cfg = _dense(model_fields(name), f"--model {name}")
     else:
         try:
             name, cfg = args.config, read_dense_config(args.config)
@@ -141,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
         attention=args.attention,
         grad_dtype=args.grad_dtype,
     )
-    print(table.to_json() if args.json else table.to_text())
+    show(args, {f"Training memory of one rank: {name}": table})
     return 0
 
 

@@ -1,132 +1,147 @@
-r"""The models chapter's commands: ``aiinfra bench attention`` and ``bench moe``.
+r"""The models chapter's commands: ``bench attention``, ``bench moe`` and ``list``.
 
-Times standard, tiled (PyTorch), Triton and SDPA attention over sequence lengths
-(:mod:`aiinfra.models.flash.bench`); with ``--out`` the rows are stored as a stamped
-results file (:mod:`aiinfra.results`, kind ``attention``)::
+``aiinfra bench attention`` times standard, tiled (PyTorch), Triton and SDPA
+attention over sequence lengths (:mod:`aiinfra.models.flash.bench`)::
 
-    aiinfra bench attention --device cuda --causal --head-dim 128 \\
+    aiinfra bench attention --device cuda --causal --head-dim 128 \
         --passes forward,forward+backward --impl triton sdpa --out attention.json
 
 ``aiinfra bench moe`` times the token loop, the masked per-expert loop and the
-grouped expert computation of a MoE layer (:mod:`aiinfra.models.moe.bench`) and
-stamps them into ``docs/_data/bench/moe-cpu.json`` (or ``--out``).
+grouped expert computation of a MoE layer (:mod:`aiinfra.models.moe.bench`).
+Both print their tables; ``--stamp`` stores the result as the book's data,
+``--out`` elsewhere.
+
+``aiinfra list`` prints the names every command accepts: the models of
+:data:`aiinfra.models.presets.MODEL_NAMES` and the GPUs of
+:data:`aiinfra.accelerators.GPUS` (any case, everywhere).
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 
-from aiinfra import results
-from aiinfra.clikit import Command, int_at_least, names
-from aiinfra.models.flash import bench
-from aiinfra.models.moe import bench as moe_bench
+from aiinfra.clikit import (
+    Command,
+    add_config_flags,
+    add_output_flags,
+    config_from,
+    names,
+    save,
+    show,
+)
 
 
 def add_bench_attention(parser: argparse.ArgumentParser) -> None:
     """Flags of ``aiinfra bench attention`` (defaults depend on the device)."""
-    add = parser.add_argument
-    add(
-        "--impl",
-        nargs="+",
-        choices=bench.IMPLEMENTATIONS,
-        help="implementations (default: all that run on the device)",
+    from aiinfra.models.flash import bench
+
+    add_config_flags(
+        parser,
+        bench.AttentionBenchConfig,
+        flags={"impls": "impl"},
+        parse={"passes": names(bench.PASSES)},
+        choices={
+            "device": ("auto", "cpu", "cuda"),
+            "dtype": sorted(bench.DTYPES),
+            "impls": bench.IMPLEMENTATIONS,
+        },
+        helps={
+            "impls": "implementations (default: all that run on the device)",
+            "seq_lens": "sequence lengths T (default 128 256 512 on the CPU, 1024 "
+            ".. 16384 on a GPU)",
+            "heads": "heads H (default 2 on the CPU, 16 on a GPU)",
+            "dtype": "element type (default float32 CPU, bfloat16 GPU)",
+            "passes": "forward, forward+backward, or all",
+            "batch": "batch size B",
+            "head_dim": "head dimension d",
+        },
     )
-    add(
-        "--seq-lens",
-        type=int_at_least(1),
-        nargs="+",
-        metavar="T",
-        help="sequence lengths (default 128 256 512 on the CPU, 1024 .. 16384 on a "
-        "GPU)",
-    )
-    add("--batch", type=int_at_least(1), default=1, help="batch size B")
-    add("--heads", type=int_at_least(1), help="heads H (default 2 CPU, 16 GPU)")
-    add("--head-dim", type=int_at_least(1), default=64, help="head dimension d")
-    add(
-        "--dtype",
-        choices=sorted(bench.DTYPES),
-        help="element type (default float32 CPU, bfloat16 GPU)",
-    )
-    add("--causal", action="store_true", help="causal mask")
-    add(
-        "--passes",
-        type=names(bench.PASSES),
-        default=("forward",),
-        help="forward, forward+backward or all (default forward)",
-    )
-    add("--block", type=int_at_least(1), default=64, help="tiled PyTorch block size")
-    add("--device", choices=("auto", "cpu", "cuda"), default="auto")
-    add("--repeats", type=int_at_least(1), default=3, help="timed runs per point")
-    add("--out", help="write the stamped results JSON here")
-    add("--json", action="store_true", help="print JSON, not text")
+    add_output_flags(parser, measures=True)
 
 
 def run_bench_attention(args: argparse.Namespace) -> int:
-    """Run the benchmark; print a table (or JSON) and optionally store it."""
-    cfg = bench.AttentionBenchConfig(
-        device=args.device,
-        impls=tuple(args.impl) if args.impl else None,
-        seq_lens=tuple(args.seq_lens) if args.seq_lens else None,
-        batch=args.batch,
-        heads=args.heads,
-        head_dim=args.head_dim,
-        dtype=args.dtype,
-        causal=args.causal,
-        passes=tuple(args.passes),
-        block=args.block,
-        repeats=args.repeats,
-    )
+    """Run the benchmark; print a table (or JSON) and store it if asked."""
+    from aiinfra.models.flash import bench
+
+    cfg = config_from(args, bench.AttentionBenchConfig)
     body = bench.run_bench(cfg)
-    if args.out:
-        backend = "cuda" if cfg.device == "cuda" else "cpu"
-        path = results.write(
-            "attention", body, backend=backend, world_size=1, path=args.out
-        )
-        print(f"wrote {path}", file=sys.stderr)
-    table = bench.attention_table(body)
-    print(table.to_json() if args.json else table.to_text())
+    backend = "cuda" if cfg.device == "cuda" else "cpu"
+    res = save(args, "attention", body, backend=backend, world_size=1)
+    show(args, {"Attention: time, memory, throughput": bench.attention_table(res)}, res)
     return 0
 
 
 def add_bench_moe(parser: argparse.ArgumentParser) -> None:
     """Flags of ``aiinfra bench moe``."""
-    add = parser.add_argument
-    d = moe_bench.MoEBenchConfig()
-    add("--tokens", type=int_at_least(1), nargs="+", metavar="T", help="batch sizes")
-    add("--d-model", type=int_at_least(1), default=d.d_model, help="hidden width h")
-    add("--experts", type=int_at_least(1), default=d.n_experts, help="experts E")
-    add("--top-k", type=int_at_least(1), default=d.top_k, help="experts per token K")
-    add("--d-expert", type=int_at_least(1), default=d.d_expert, help="expert width")
-    add("--repeats", type=int_at_least(1), default=d.repeats, help="timed runs")
-    add("--threads", type=int_at_least(1), default=d.threads, help="torch threads")
-    add("--out", help="write the stamped JSON here (default: the book's file)")
-    add("--no-write", action="store_true", help="print only, write no file")
-    add("--json", action="store_true", help="print JSON, not text")
+    from aiinfra.models.moe import bench as moe_bench
+
+    add_config_flags(
+        parser,
+        moe_bench.MoEBenchConfig,
+        helps={
+            "tokens": "batch sizes T",
+            "d_model": "hidden width h",
+            "n_experts": "experts E",
+            "top_k": "experts per token K",
+            "d_expert": "expert width d_e",
+            "repeats": "timed runs",
+        },
+    )
+    add_output_flags(parser, measures=True)
 
 
 def run_bench_moe(args: argparse.Namespace) -> int:
-    """Time the three expert computations; print a table and stamp the file."""
-    default = moe_bench.MoEBenchConfig()
-    cfg = moe_bench.MoEBenchConfig(
-        tokens=tuple(args.tokens) if args.tokens else default.tokens,
-        d_model=args.d_model,
-        n_experts=args.experts,
-        top_k=args.top_k,
-        d_expert=args.d_expert,
-        repeats=args.repeats,
-        threads=args.threads,
+    """Time the three expert computations; print a table, store it if asked."""
+    from aiinfra.models.moe import bench as moe_bench
+
+    cfg = config_from(args, moe_bench.MoEBenchConfig)
+    res = save(args, "moe", moe_bench.run_bench(cfg), backend="cpu", world_size=1)
+    show(
+        args, {"MoE experts: loop against grouped": moe_bench.moe_bench_table(res)}, res
     )
-    res = moe_bench.run_bench(cfg)
-    if not args.no_write:
-        path = moe_bench.write(res, args.out)
-        print(f"wrote {path}", file=sys.stderr)
-        res = moe_bench.load(path)
-    else:
-        res = {"stamp": results.machine_stamp(1, "cpu"), **res}
-    table = moe_bench.moe_bench_table(res)
-    print(table.to_json() if args.json else table.to_text())
     return 0
+
+
+def add_list(parser: argparse.ArgumentParser) -> None:
+    """Flags of ``aiinfra list``."""
+    add_output_flags(parser)
+
+
+def run_list(args: argparse.Namespace) -> int:
+    """Print the model and GPU names that every command accepts."""
+    from aiinfra.accelerators import GPUS
+    from aiinfra.models.params import count_parameters
+    from aiinfra.models.presets import MODEL_NAMES, is_moe, model_fields, preset
+    from aiinfra.report import Table
+
+    rows = []
+    for name in MODEL_NAMES:
+        fields, c = model_fields(name), preset(name)
+        kind = "mixture of experts" if is_moe(fields) else "dense"
+        rows.append([name, kind, c.n_layers, round(count_parameters(c).total / 1e9, 2)])
+    models = Table(
+        ["model", "MLP", "layers", "parameters (B)"],
+        rows,
+        note="--model of aiinfra memory and aiinfra plan takes these names in any "
+        "case; both model dense MLPs only.",
+        words=(1,),
+    )
+    gpus = Table(
+        ["GPU", "HBM (GB)", "dense BF16 TFLOP/s"],
+        [[k, g.hbm_bytes / 1e9, g.bf16_flops / 1e12] for k, g in GPUS.items()],
+        note="--gpu of aiinfra plan and aiinfra budget takes these names in any case.",
+    )
+    show(args, {"Models": models, "GPUs": gpus})
+    return 0
+
+
+def _moe_runs(args: argparse.Namespace) -> str:
+    """What ``bench moe`` runs; its defaults take about 30 s."""
+    sizes = ", ".join(map(str, args.tokens))
+    return (
+        f"three ways to compute {args.n_experts} experts at T = {sizes}, "
+        f"{args.repeats} repeats; about 30 s with the defaults"
+    )
 
 
 COMMANDS = (
@@ -136,6 +151,11 @@ COMMANDS = (
         "time and memory of naive, tiled, Triton and SDPA attention",
         add_bench_attention,
         run_bench_attention,
+        runs=lambda a: (
+            "each implementation at each sequence length "
+            f"({' '.join(map(str, a.seq_lens or ('128', '256', '512')))}) and pass, "
+            f"{a.repeats} repeats; seconds to a minute on a CPU"
+        ),
     ),
     Command(
         "bench",
@@ -143,5 +163,13 @@ COMMANDS = (
         "token loop, masked per-expert loop and grouped MoE experts on the CPU",
         add_bench_moe,
         run_bench_moe,
+        runs=_moe_runs,
+    ),
+    Command(
+        "list",
+        None,
+        "the model and GPU names that every command accepts (any case)",
+        add_list,
+        run_list,
     ),
 )

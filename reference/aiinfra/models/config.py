@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+from aiinfra import checks
 from aiinfra.models.hf import config as hf_config
 from aiinfra.models.hf import moe_config as hf_moe_config
 from aiinfra.models.moe.spec import MoESpec
@@ -89,11 +90,11 @@ class TransformerConfig:
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "d_model", "n_layers", "n_heads", "d_ff"):
-            _check_positive_int(name, getattr(self, name))
-        _check_positive_int("max_seq_len", self.max_seq_len)
+            checks.positive_int(name, getattr(self, name))
+        checks.positive_int("max_seq_len", self.max_seq_len)
         if self.n_kv_heads is None:
             self.n_kv_heads = self.n_heads
-        _check_positive_int("n_kv_heads", self.n_kv_heads)
+        checks.positive_int("n_kv_heads", self.n_kv_heads)
         if self.n_heads % self.n_kv_heads:
             raise ValueError(
                 f"n_heads ({self.n_heads}) must be divisible by n_kv_heads "
@@ -106,11 +107,9 @@ class TransformerConfig:
                     f"({self.n_heads}) unless head_dim is given"
                 )
             self.head_dim = self.d_model // self.n_heads
-        _check_positive_int("head_dim", self.head_dim)
+        checks.positive_int("head_dim", self.head_dim)
         for name in ("kv_lora_rank", "q_lora_rank", "rope_head_dim", "sliding_window"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
+            checks.non_negative_int(name, getattr(self, name))
         for name, allowed in (
             ("norm", NORMS),
             ("mlp", MLPS),
@@ -142,10 +141,7 @@ class TransformerConfig:
 
     def _check_moe(self) -> None:
         """MoESpec checks the routing fields; dense configs keep their defaults."""
-        n = self.n_experts
-        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-            raise ValueError(f"n_experts must be an integer >= 0, got {n!r}")
-        if n == 0:
+        if checks.non_negative_int("n_experts", self.n_experts) == 0:
             for f in fields(self):
                 if f.name in _MOE_FIELDS and getattr(self, f.name) != f.default:
                     raise ValueError(
@@ -159,12 +155,7 @@ class TransformerConfig:
                 "n_experts > 0 needs mlp='swiglu' and bias=False: the experts of "
                 "the modelled MoE models are SwiGLU MLPs without biases"
             )
-        f = self.first_dense_layers
-        if isinstance(f, bool) or not isinstance(f, int) or not 0 <= f <= self.n_layers:
-            raise ValueError(
-                f"first_dense_layers must be an integer in [0, n_layers = "
-                f"{self.n_layers}], got {f!r}"
-            )
+        checks.int_in("first_dense_layers", self.first_dense_layers, 0, self.n_layers)
 
     @property
     def is_moe(self) -> bool:
@@ -187,8 +178,7 @@ class TransformerConfig:
         Raises:
             ValueError: ``i`` is not an integer in ``[0, n_layers)``.
         """
-        if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < self.n_layers:
-            raise ValueError(f"i must be an integer in [0, {self.n_layers}), got {i!r}")
+        checks.int_in("i", i, 0, self.n_layers - 1)
         return self.n_experts > 0 and i >= self.first_dense_layers
 
     @property
@@ -236,8 +226,3 @@ class TransformerConfig:
 
 _SPEC_FIELDS = tuple(f for f in MoESpec.__dataclass_fields__)
 _MOE_FIELDS = (*_SPEC_FIELDS, "first_dense_layers")
-
-
-def _check_positive_int(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")

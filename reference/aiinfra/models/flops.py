@@ -23,9 +23,7 @@ the shared experts and the router: ``Psi`` is then the *activated* matmul weight
 
 from __future__ import annotations
 
-import torch
-import torch.nn.functional as F
-from torch.utils.flop_counter import FlopCounterMode
+from typing import TYPE_CHECKING
 
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.params import (
@@ -35,8 +33,10 @@ from aiinfra.models.params import (
     moe_matmul_parameters,
 )
 from aiinfra.models.presets import preset
-from aiinfra.models.transformer import Transformer
 from aiinfra.report import Table
+
+if TYPE_CHECKING:  # the formulas need no torch; counting and measuring do
+    from aiinfra.models.transformer import Transformer
 
 
 def matmul_parameters(c: TransformerConfig) -> int:
@@ -88,6 +88,10 @@ def measured_training_flops_per_token(
     Returns:
         Counted FLOPs divided by ``B T``.
     """
+    import torch
+    import torch.nn.functional as F
+    from torch.utils.flop_counter import FlopCounterMode
+
     V = model.config.vocab_size
     generator = torch.Generator().manual_seed(0)
     tokens = torch.randint(V, (batch_size, seq_len), generator=generator)  # (B, T)
@@ -102,6 +106,8 @@ def flops_check_table(
     config: TransformerConfig | None = None, seq_len: int = 32
 ) -> Table:
     """Formula against counting for a small model: parameters and training FLOPs."""
+    from aiinfra.models.transformer import Transformer
+
     config = config or TransformerConfig()
     model = Transformer(config)
     counted = sum(p.numel() for p in model.parameters())
@@ -127,6 +133,10 @@ def flops_check_table(
 
 def counted_parameters(c: TransformerConfig) -> int:
     """Parameters of :class:`Transformer` built on the meta device (no memory used)."""
+    import torch
+
+    from aiinfra.models.transformer import Transformer
+
     with torch.device("meta"):
         model = Transformer(c)
     return sum(p.numel() for p in model.parameters())

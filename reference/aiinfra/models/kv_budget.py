@@ -14,8 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from aiinfra import checks
 from aiinfra.accelerators import GPUS, Gpu
-from aiinfra.models.attention.kv_cache_size import elements_per_token
+from aiinfra.models.attention.kv_cache_size import kv_bytes_per_token
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.params import count_parameters
 from aiinfra.models.presets import preset
@@ -66,11 +67,10 @@ def kv_budget(
         ("bytes_per_element", bytes_per_element),
         ("bytes_per_weight", bytes_per_weight),
     ):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{arg} must be a positive integer, got {value!r}")
+        checks.positive_int(arg, value)
     # region budget (the arguments are checked above)
     weights = count_parameters(c).total * bytes_per_weight
-    per_token = elements_per_token(c) * bytes_per_element
+    per_token = kv_bytes_per_token(c, bytes_per_element)
     return KVBudget(weights, n_gpus * gpu.hbm_bytes - weights, per_token)
 
 

@@ -12,6 +12,9 @@ GPT-2's format from Brown et al. 2020, Table 2.1. The mixture-of-experts entries
 (Mixtral 8x7B, Qwen1.5-MoE-A2.7B, DeepSeek-V2/V3) carry their expert fields, which
 ``from_hf_config`` reads; :data:`DENSE_PRESETS` lists the others, for callers
 (the memory calculator, the planner) that model dense layers only.
+:data:`PAPER_MODELS` adds models known from a paper's table. Together they are the
+one registry of model names, :data:`MODEL_NAMES`, that every command and page
+reads through :func:`preset`, in any case.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from aiinfra.checks import is_int
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.hf.moe_config import MOE_FIELDS
 
@@ -220,25 +224,53 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
-def preset(name: str) -> TransformerConfig:
-    """The config of a released model of :data:`PRESETS`.
+# Dubey et al. 2024 ("The Llama 3 Herd of Models"), Table 3, in config.json fields.
+PAPER_MODELS: dict[str, dict[str, Any]] = {
+    "llama-3-405b": {
+        **{k: v for k, v in PRESETS["llama-3-70b"].items() if k != "_name_or_path"},
+        "_name_or_path": "Dubey et al. 2024, Table 3 (Llama 3 405B)",
+        "hidden_size": 16384,
+        "intermediate_size": 53248,
+        "num_attention_heads": 128,
+        "num_key_value_heads": 8,
+        "num_hidden_layers": 126,
+    },
+}
+MODEL_NAMES = tuple(sorted((*PRESETS, *PAPER_MODELS)))
+"""Every model name a command or page accepts, in any case."""
 
-    Args:
-        name: a key of :data:`PRESETS`, e.g. ``"llama-3-8b"``; case does not matter.
 
-    Returns:
-        ``TransformerConfig.from_hf_config(PRESETS[name])``.
+def model_fields(name: str) -> dict[str, Any]:
+    """The ``config.json`` fields of a name of :data:`MODEL_NAMES`, in any case.
 
     Raises:
         TypeError: ``name`` is not a string.
-        ValueError: ``name`` is not a preset; the message lists the presets.
+        ValueError: an unknown name; the message lists :data:`MODEL_NAMES`.
     """
     if not isinstance(name, str):
         raise TypeError(f"name must be a str, got {type(name).__name__}")
     key = name.lower()
-    if key not in PRESETS:
-        raise ValueError(f"unknown model name {name!r}; presets are {sorted(PRESETS)}")
-    return TransformerConfig.from_hf_config(PRESETS[key])
+    if key not in PRESETS and key not in PAPER_MODELS:
+        raise ValueError(
+            f"unknown model name {name!r}; the names are {', '.join(MODEL_NAMES)}"
+        )
+    return PRESETS.get(key) or PAPER_MODELS[key]
+
+
+def preset(name: str) -> TransformerConfig:
+    """The config of a model of :data:`MODEL_NAMES` (a released one or a paper's).
+
+    Args:
+        name: e.g. ``"llama-3-8b"``; case does not matter.
+
+    Returns:
+        ``TransformerConfig.from_hf_config`` of its fields.
+
+    Raises:
+        TypeError: ``name`` is not a string.
+        ValueError: ``name`` is not known; the message lists the names.
+    """
+    return TransformerConfig.from_hf_config(model_fields(name))
 
 
 def is_moe(source: Mapping[str, Any]) -> bool:
@@ -251,7 +283,7 @@ def is_moe(source: Mapping[str, Any]) -> bool:
         True when one of :data:`MOE_FIELDS` is a positive integer.
     """
     counts = [source.get(key) for key in MOE_FIELDS]
-    return any(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in counts)
+    return any(is_int(n) and n > 0 for n in counts)
 
 
 DENSE_PRESETS = tuple(name for name, fields in PRESETS.items() if not is_moe(fields))

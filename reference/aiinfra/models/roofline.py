@@ -15,6 +15,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from aiinfra import checks
 from aiinfra.accelerators import GPUS
 from aiinfra.models.attention.kv_cache_size import elements_per_token
 from aiinfra.models.config import TransformerConfig
@@ -45,7 +46,7 @@ def matmul(m: int, k: int, n: int, bytes_per_element: int = 2) -> Kernel:
     Raises:
         ValueError: a size is not a positive integer.
     """
-    _check_positive(m=m, k=k, n=n, bytes_per_element=bytes_per_element)
+    checks.positive_ints(m=m, k=k, n=n, bytes_per_element=bytes_per_element)
     moved = (m * k + k * n + m * n) * bytes_per_element  # read A, B; write C
     return Kernel(f"matmul {m} x {k} x {n}", 2 * m * k * n, moved)
 
@@ -65,7 +66,7 @@ def prefill_attention(
     Raises:
         ValueError: a size is not a positive integer.
     """
-    _check_positive(
+    checks.positive_ints(
         seq_len=seq_len, head_dim=head_dim, bytes_per_element=bytes_per_element
     )
     N, d = seq_len, head_dim
@@ -97,10 +98,8 @@ def decode_attention(
     Raises:
         ValueError: a size is not a positive integer.
     """
-    _check_positive(
-        context=context,
-        query_tokens=query_tokens,
-        bytes_per_element=bytes_per_element,
+    checks.positive_ints(
+        context=context, query_tokens=query_tokens, bytes_per_element=bytes_per_element
     )
     S, H = context, c.n_heads
     if c.is_mla and absorbed:
@@ -205,9 +204,3 @@ def roofline_figure(context: int = 8192) -> Figure:
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1))
     return fig
-
-
-def _check_positive(**sizes: int) -> None:
-    for name, value in sizes.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")

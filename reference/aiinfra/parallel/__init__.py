@@ -13,65 +13,55 @@ One folder per way of splitting the work, in the book's order:
 :mod:`~aiinfra.parallel.cli` holds ``aiinfra bench ddp`` and ``aiinfra bench zero``.
 """
 
-from aiinfra.comm.counter import CommCounter
-from aiinfra.parallel.context.ring_attention import RingAttention, ring_attention
-from aiinfra.parallel.context.ulysses import ulysses_attention
-from aiinfra.parallel.context.zigzag import shard_sequence, unshard_sequence
-from aiinfra.parallel.data.bucketed import BucketedDDP
-from aiinfra.parallel.data.naive import NaiveDDP
-from aiinfra.parallel.pipeline.executor import (
-    PipelineExecutor,
-    PipelineStage,
-    stage_layers,
-)
-from aiinfra.parallel.pipeline.schedules import Action, Schedule, make_schedule
-from aiinfra.parallel.pipeline.simulator import PipelineCosts, simulate
-from aiinfra.parallel.tensor.attention import TensorParallelAttention
-from aiinfra.parallel.tensor.layers import (
-    ColumnParallelLinear,
-    RowParallelLinear,
-    TensorParallelSwiGLU,
-)
-from aiinfra.parallel.tensor.model import (
-    MEGATRON_PLAN,
-    SEQUENCE_PARALLEL_PLAN,
-    TensorParallelTransformer,
-)
-from aiinfra.parallel.tensor.vocab import (
-    VocabParallelEmbedding,
-    vocab_parallel_cross_entropy,
-)
-from aiinfra.parallel.zero.stage1 import Zero1
-from aiinfra.parallel.zero.stage2 import Zero2
-from aiinfra.parallel.zero.stage3 import Zero3
+from aiinfra import lazy
 
-__all__ = [
-    "Action",
-    "PipelineCosts",
-    "PipelineExecutor",
-    "PipelineStage",
-    "Schedule",
-    "make_schedule",
-    "simulate",
-    "stage_layers",
-    "MEGATRON_PLAN",
-    "SEQUENCE_PARALLEL_PLAN",
-    "BucketedDDP",
-    "ColumnParallelLinear",
-    "CommCounter",
-    "NaiveDDP",
-    "RingAttention",
-    "RowParallelLinear",
-    "TensorParallelAttention",
-    "TensorParallelSwiGLU",
-    "TensorParallelTransformer",
-    "VocabParallelEmbedding",
-    "Zero1",
-    "Zero2",
-    "Zero3",
-    "ring_attention",
-    "shard_sequence",
-    "ulysses_attention",
-    "unshard_sequence",
-    "vocab_parallel_cross_entropy",
-]
+# Imported on first use (aiinfra.lazy): importing the package stays light.
+__getattr__, __dir__, __all__ = lazy.exports(
+    __name__,
+    {
+        "aiinfra.comm.counter": ("CommCounter",),
+        "aiinfra.parallel.context.ring_attention": (
+            "RingAttention",
+            "ring_attention",
+        ),
+        "aiinfra.parallel.context.ulysses": ("ulysses_attention",),
+        "aiinfra.parallel.context.zigzag": (
+            "shard_sequence",
+            "unshard_sequence",
+        ),
+        "aiinfra.parallel.data.bucketed": ("BucketedDDP",),
+        "aiinfra.parallel.data.naive": ("NaiveDDP",),
+        "aiinfra.parallel.pipeline.executor": (
+            "PipelineExecutor",
+            "PipelineStage",
+            "stage_layers",
+        ),
+        "aiinfra.parallel.pipeline.schedules": (
+            "Action",
+            "Schedule",
+            "make_schedule",
+        ),
+        "aiinfra.parallel.pipeline.simulator": (
+            "PipelineCosts",
+            "simulate",
+        ),
+        "aiinfra.parallel.tensor.attention": ("TensorParallelAttention",),
+        "aiinfra.parallel.tensor.layers": (
+            "ColumnParallelLinear",
+            "RowParallelLinear",
+            "TensorParallelSwiGLU",
+        ),
+        "aiinfra.parallel.tensor.model": (
+            "MEGATRON_PLAN",
+            "SEQUENCE_PARALLEL_PLAN",
+            "TensorParallelTransformer",
+        ),
+        "aiinfra.parallel.tensor.vocab": (
+            "VocabParallelEmbedding",
+            "vocab_parallel_cross_entropy",
+        ),
+        "aiinfra.parallel.zero.stage1": ("Zero1",),
+        "aiinfra.parallel.zero.stage2": ("Zero2",),
+        "aiinfra.parallel.zero.stage3": ("Zero3",),
+    },
+)

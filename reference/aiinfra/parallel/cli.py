@@ -3,114 +3,134 @@
 ``bench ddp`` times our data parallelism against ``DistributedDataParallel`` on
 spawned gloo ranks or one GPU per rank (NCCL); ``bench zero`` compares our ZeRO
 stages with DeepSpeed's and FSDP2's losses and stores DeepSpeed's memory estimates
-(it needs DeepSpeed: ``pip install 'aiinfra[parallel]'``). Both write a stamped
-results file with ``--out`` (:mod:`aiinfra.results`).
+(it needs DeepSpeed: ``pip install 'aiinfra[parallel]'``). Both print their tables;
+``--stamp`` stores the result as the book's data, ``--out`` elsewhere
+(:mod:`aiinfra.results`).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 
-import torch
-
-from aiinfra import results
-from aiinfra.clikit import Command, int_at_least, positive_float, require
-from aiinfra.parallel.data import bench
-from aiinfra.parallel.zero import results as zero_results
+from aiinfra.clikit import (
+    Command,
+    add_config_flags,
+    add_output_flags,
+    config_from,
+    int_at_least,
+    require,
+    save,
+    show,
+)
 
 
 def add_bench_ddp(parser: argparse.ArgumentParser) -> None:
-    """Flags of ``aiinfra bench ddp`` (defaults: :class:`~.bench.DDPBenchConfig`)."""
-    d = bench.DDPBenchConfig()
-    add = parser.add_argument
-    add("--world-size", type=int_at_least(1), default=d.world_size, help="ranks (2)")
-    add("--backend", choices=("gloo", "nccl"), default=d.backend)
-    add("--steps", type=int_at_least(1), default=d.steps, help="steps per repeat (3)")
-    add("--repeats", type=int_at_least(1), default=d.repeats, help="repeats (11)")
-    add("--batch", type=int_at_least(1), default=d.batch, help="global batch (64)")
-    add(
-        "--bucket-mib",
-        type=positive_float,
-        nargs="+",
-        default=list(d.bucket_mib),
-        help="bucket sizes of the sweep, MiB (0.25 1 4 25)",
+    """Flags of ``aiinfra bench ddp`` (each a field of the config)."""
+    from aiinfra.parallel.data import bench
+
+    add_config_flags(
+        parser, bench.DDPBenchConfig, choices={"backend": ("gloo", "nccl")}
     )
-    add("--out", help="write the stamped results JSON here")
-    add("--json", action="store_true", help="print JSON, not a table")
+    add_output_flags(parser, measures=True)
 
 
 def run_bench_ddp(args: argparse.Namespace) -> int:
     """Run ``aiinfra bench ddp``; returns the exit status."""
-    if args.backend == "nccl" and torch.cuda.device_count() < args.world_size:
+    import torch
+
+    from aiinfra import progress
+    from aiinfra.parallel.data import bench
+    from aiinfra.report import Table
+
+    cfg = config_from(args, bench.DDPBenchConfig)
+    if cfg.backend == "nccl" and torch.cuda.device_count() < cfg.world_size:
         raise ValueError(
             f"--backend nccl needs one CUDA GPU per rank (--world-size "
-            f"{args.world_size}), found {torch.cuda.device_count()}"
+            f"{cfg.world_size}), found {torch.cuda.device_count()}"
         )
-    cfg = bench.DDPBenchConfig(
-        world_size=args.world_size,
-        batch=args.batch,
-        steps=args.steps,
-        repeats=args.repeats,
-        bucket_mib=tuple(args.bucket_mib),
-        backend=args.backend,
+    with progress.waiting(f"{cfg.world_size} {cfg.backend} ranks", 60):
+        body = bench.run_bench(cfg)
+    res = save(args, "ddp", body, backend=cfg.backend, world_size=cfg.world_size)
+    table = Table(
+        ["implementation", "bucket (MiB)", "step (ms)"],
+        [[r["impl"], r["bucket_mib"], 1e3 * r["step_s"]] for r in body["rows"]],
+        note="Median of the repeats, rank 0's clock.",
+        stamp="{n} parameters",
+        fields={"n": f"{body['config']['n_params']:,}"},
     )
-    body = bench.run_bench(cfg)
-    if args.out:
-        path = results.write(
-            "ddp",
-            body,
-            backend=args.backend,
-            world_size=args.world_size,
-            path=args.out,
-        )
-        print(f"wrote {path}", file=sys.stderr)
-    if args.json:
-        print(json.dumps(body, indent=1))
-    else:
-        for r in body["rows"]:
-            ms = 1e3 * r["step_s"]
-            print(f"{r['impl']:>14} {r['bucket_mib']:>6g} MiB {ms:8.1f} ms")
+    show(args, {"One training step per data-parallel implementation": table}, res)
     return 0
 
 
 def add_bench_zero(parser: argparse.ArgumentParser) -> None:
     """Flags of ``aiinfra bench zero``."""
     add = parser.add_argument
-    add("--world-size", type=int_at_least(1), default=2, help="gloo ranks (2)")
+    add("--world-size", type=int_at_least(1), default=2, help="gloo ranks")
     add("--backend", choices=("gloo",), default="gloo", help="gloo only")
-    add("--steps", type=int_at_least(1), default=6, help="AdamW steps (6)")
-    add("--out", help="write the stamped results JSON here")
-    add("--json", action="store_true", help="print JSON, not tables")
+    add("--steps", type=int_at_least(1), default=6, help="AdamW steps")
+    add_output_flags(parser, measures=True)
 
 
 def run_bench_zero(args: argparse.Namespace) -> int:
     """Run ``aiinfra bench zero``; returns the exit status."""
+    from aiinfra import progress
+    from aiinfra.parallel.zero import results as zero_results
+    from aiinfra.report import Table
+
     if zero_results.BATCH % args.world_size:
         raise ValueError(
             f"--world-size must divide the batch of {zero_results.BATCH}, got "
             f"{args.world_size}"
         )
     deepspeed = require("deepspeed", "parallel")  # before any rank starts
-    body = zero_results.collect_zero_results(args.world_size, args.steps)
-    if args.out:
-        path = results.write(
-            "zero",
-            body,
-            backend=args.backend,
-            world_size=args.world_size,
-            path=args.out,
-            extra_stamp={"deepspeed": deepspeed.__version__},
-        )
-        print(f"wrote {path}", file=sys.stderr)
-    if args.json:
-        print(json.dumps(body, indent=1))
-    else:
-        for name, losses in body["losses"].items():
-            print(f"{name:>20}  " + " ".join(f"{v:.6f}" for v in losses))
+    with progress.waiting(f"ZeRO stages on {args.world_size} ranks", 90):
+        body = zero_results.collect_zero_results(args.world_size, args.steps)
+    res = save(
+        args,
+        "zero",
+        body,
+        backend=args.backend,
+        world_size=args.world_size,
+        extra_stamp={"deepspeed": deepspeed.__version__},
+    )
+    losses = Table(
+        ["implementation", *(f"step {i + 1}" for i in range(args.steps))],
+        [[name, *values] for name, values in body["losses"].items()],
+        note="The training loss of each step: every implementation should agree "
+        "with one process.",
+    )
+    memory = Table(
+        ["stage", "ranks", "parameters (B)", "gradients (B)", "optimizer (B)"],
+        [
+            [m["stage"], m["world_size"], *(m["bytes"][k] for k in PARTS)]
+            for m in body["memory"]
+        ],
+        note="Bytes each ZeRO stage holds on rank 0, measured.",
+    )
+    model = body["estimates"]["model"]
+    estimates = Table(
+        ["stage", "per GPU (GB)", "per node, CPU (GB)"],
+        [
+            [stage, e["gpu"] / 1e9, e["cpu"] / 1e9]
+            for stage, e in body["estimates"]["deepspeed"].items()
+        ],
+        note="DeepSpeed's own estimator for a model of "
+        f"{model['n_params']:.3g} parameters on {model['num_nodes']} nodes of "
+        f"{model['num_gpus_per_node']} GPUs.",
+    )
+    show(
+        args,
+        {
+            "Losses of each ZeRO implementation": losses,
+            "Memory of each stage, measured": memory,
+            "DeepSpeed's memory estimates": estimates,
+        },
+        res,
+    )
     return 0
 
+
+PARTS = ("params", "grads", "optimizer")  # the model states, as measured
 
 COMMANDS = (
     Command(
@@ -119,6 +139,8 @@ COMMANDS = (
         "step time of our DDP against DistributedDataParallel",
         add_bench_ddp,
         run_bench_ddp,
+        runs="each DDP variant and bucket size, 11 repeats, on 2 spawned gloo ranks; "
+        "about a minute",
     ),
     Command(
         "bench",
@@ -126,5 +148,7 @@ COMMANDS = (
         "our ZeRO stages against DeepSpeed and FSDP2: losses and memory",
         add_bench_zero,
         run_bench_zero,
+        runs="our ZeRO stages, DeepSpeed's and FSDP2 trained 6 steps on 2 spawned "
+        "gloo ranks, then memory on 4; about 2 minutes",
     ),
 )

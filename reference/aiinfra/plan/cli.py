@@ -19,12 +19,26 @@ import argparse
 import re
 
 from aiinfra.accelerators import GPUS
-from aiinfra.clikit import Command, int_at_least, positive_float
-from aiinfra.memory.activations import ATTENTION
-from aiinfra.plan.job import Job
-from aiinfra.plan.report import plan_table
-from aiinfra.plan.search import plan
-from aiinfra.plan.source import MODEL_NAMES, load_model
+from aiinfra.clikit import (
+    Command,
+    add_output_flags,
+    int_at_least,
+    name_of,
+    positive_float,
+    show,
+)
+
+#: What the layout columns of the plan table mean, printed under it.
+LEGEND = (
+    ("dp, tp, pp, cp", "data-, tensor-, pipeline- and context-parallel degrees"),
+    ("ZeRO", "ZeRO stage of the data-parallel ranks (0: none)"),
+    ("b", "micro-batch: sequences per forward and backward pass"),
+    ("k", "micro-batches per optimizer step on each data-parallel rank"),
+    ("v", "model chunks per pipeline rank (interleaved 1F1B when > 1)"),
+    ("recompute", "activations recomputed in the backward pass"),
+    ("GB/GPU", "memory of the busiest pipeline stage, 1e9 bytes"),
+    ("bubble .. DP (s)", "pipeline bubble and exposed communication per step"),
+)
 
 
 def tokens(text: str) -> int:
@@ -42,25 +56,24 @@ def tokens(text: str) -> int:
     return int(m[1]) * 1024 ** " KMG".index(m[2].upper() or " ")
 
 
-def gpu_kind(text: str) -> str:
-    """An argparse type: a key of :data:`aiinfra.accelerators.GPUS`, any case."""
-    if text.upper() not in GPUS:
-        raise argparse.ArgumentTypeError(
-            f"must be one of {', '.join(sorted(GPUS))}, got {text!r}"
-        )
-    return text.upper()
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``plan`` command's flags to ``parser``."""
+    from aiinfra.memory.activations import ATTENTION
+    from aiinfra.models.presets import MODEL_NAMES
+
     add = parser.add_argument
     add(
         "--model",
         required=True,
-        help=f"a preset ({', '.join(MODEL_NAMES)}), a config.json or a checkpoint "
-        "directory",
+        help=f"a model name, any case ({', '.join(MODEL_NAMES)}; dense ones), a "
+        "config.json or a checkpoint directory",
     )
-    add("--gpu", type=gpu_kind, required=True, help="GPU kind: " + ", ".join(GPUS))
+    add(
+        "--gpu",
+        type=name_of(GPUS),
+        required=True,
+        help=f"GPU kind, any case: {', '.join(GPUS)}",
+    )
     add("--gpus", type=int_at_least(1), required=True, help="GPUs of the job")
     add("--gpus-per-node", type=int_at_least(1), default=8, help="GPUs per NVLink node")
     add(
@@ -90,11 +103,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add("--attention", choices=ATTENTION, default="flash", help="attention kernel")
     add("--top", type=int_at_least(1), default=10, help="layouts to print")
-    add("--json", action="store_true", help="print JSON, not text")
+    add_output_flags(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Plan the job and print the best layouts.
+    """Plan the job and print the best layouts, then what the columns mean.
 
     Args:
         args: flags added by :func:`add_arguments`.
@@ -108,6 +121,12 @@ def run(args: argparse.Namespace) -> int:
             is not whole sequences, a fraction outside (0, 1], or no layout that
             is valid or fits.
     """
+    from aiinfra.plan.job import Job
+    from aiinfra.plan.report import plan_table
+    from aiinfra.plan.search import plan
+    from aiinfra.plan.source import load_model
+    from aiinfra.report import Table
+
     name, model = load_model(args.model)
     job = Job(
         model,
@@ -122,7 +141,12 @@ def run(args: argparse.Namespace) -> int:
         attention=args.attention,
     )
     table = plan_table(plan(job, args.top), job, name)
-    print(table.to_json() if args.json else table.to_text())
+    legend = Table(["column", "meaning"], [list(row) for row in LEGEND])
+    show(
+        args,
+        {f"Layouts of {name} on {args.gpus} {args.gpu}, fastest first": table}
+        | {"What the columns mean": legend},
+    )
     return 0
 
 

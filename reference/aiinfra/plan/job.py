@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from aiinfra import checks
 from aiinfra.accelerators import GPUS
 from aiinfra.comm.cost import LINKS, LinkModel
 from aiinfra.memory.activations import ATTENTION, RECOMPUTE
@@ -34,17 +35,6 @@ def intra_node_link(gpu: str) -> LinkModel:
     """The NVLink of ``gpu`` in the alpha-beta model (alpha of ``LINKS["nvlink"]``)."""
     nvlink = LINKS["nvlink"]
     return LinkModel(nvlink.alpha, 1 / NVLINK_BYTES_PER_S[gpu], nvlink.gamma, "nvlink")
-
-
-def _int(name: str, value: int, low: int = 1) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
-
-
-def _fraction(name: str, value: float) -> None:
-    ok = isinstance(value, int | float) and not isinstance(value, bool)
-    if not ok or not 0 < value <= 1:
-        raise ValueError(f"{name} must be a number in (0, 1], got {value!r}")
 
 
 @dataclass(frozen=True, eq=False)  # hashed by identity: a search caches per job
@@ -92,7 +82,7 @@ class Job:
         if self.gpu not in GPUS or self.gpu not in NVLINK_BYTES_PER_S:
             raise ValueError(f"gpu must be one of {sorted(GPUS)}, got {self.gpu!r}")
         for name in ("gpus", "global_batch", "seq", "gpus_per_node"):
-            _int(name, getattr(self, name))
+            checks.positive_int(name, getattr(self, name))
         g, n = self.gpus_per_node, self.gpus
         if n % g and g % n:
             raise ValueError(
@@ -105,7 +95,7 @@ class Job:
                 f"sequences), got {self.global_batch}"
             )
         for name in ("efficiency", "exposed", "memory_fraction"):
-            _fraction(name, getattr(self, name))
+            checks.number(name, getattr(self, name), 0, 1, low_open=True)
         if self.attention not in ATTENTION:
             raise ValueError(
                 f"attention must be one of {ATTENTION}, got {self.attention!r}"

@@ -22,12 +22,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from aiinfra import checks
+
 MESH_DIMS = ("dp", "pp", "cp", "tp")  # outermost first: tp varies fastest
-
-
-def _positive_int(name: str, value: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be an int >= 1, got {value!r}")
 
 
 def _dims(dims: str | tuple[str, ...]) -> tuple[str, ...]:
@@ -63,7 +60,7 @@ class MeshLayout:
 
     def __post_init__(self) -> None:
         for name in (*MESH_DIMS, "gpus_per_node"):
-            _positive_int(name, getattr(self, name))
+            checks.positive_int(name, getattr(self, name))
         if self.gpus_per_node % self.tp:
             raise ValueError(
                 f"tp = {self.tp} must divide gpus_per_node = {self.gpus_per_node}: "
@@ -189,7 +186,7 @@ def mesh_layout(
     Raises:
         ValueError: as :class:`MeshLayout`, or ``dp pp cp tp != world_size``.
     """
-    _positive_int("world_size", world_size)
+    checks.positive_int("world_size", world_size)
     layout = MeshLayout(dp, pp, cp, tp, gpus_per_node)
     if layout.world_size != world_size:
         raise ValueError(

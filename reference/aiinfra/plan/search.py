@@ -26,6 +26,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
+from aiinfra import checks
 from aiinfra.accelerators import GPUS
 from aiinfra.plan.cost import StepTime, step_time
 from aiinfra.plan.job import Job, Layout
@@ -124,10 +125,8 @@ def plan(job: Job, top: int | None = None) -> list[Plan]:
             cannot factor the GPUs within the model's and the batch's divisors),
             or none fits in memory (the message gives the smallest need).
     """
-    if top is not None and (
-        isinstance(top, bool) or not isinstance(top, int) or top < 1
-    ):
-        raise ValueError(f"top must be an int >= 1, got {top!r}")
+    if top is not None:
+        checks.positive_int("top", top)
     layouts = valid_layouts(job)
     if not layouts:
         raise ValueError(

@@ -16,27 +16,17 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.hf.config import read_json_object
-from aiinfra.models.presets import DENSE_PRESETS, PRESETS, is_moe
+from aiinfra.models.presets import (
+    MODEL_NAMES,
+    PAPER_MODELS,
+    PRESETS,
+    is_moe,
+)
 
-# Dubey et al. 2024 ("The Llama 3 Herd of Models"), Table 3, in config.json fields.
-PAPER_MODELS: dict[str, dict[str, Any]] = {
-    "llama-3-405b": {
-        **{k: v for k, v in PRESETS["llama-3-70b"].items() if k != "_name_or_path"},
-        "_name_or_path": "Dubey et al. 2024, Table 3 (Llama 3 405B)",
-        "hidden_size": 16384,
-        "intermediate_size": 53248,
-        "num_attention_heads": 128,
-        "num_key_value_heads": 8,
-        "num_hidden_layers": 126,
-    },
-}
 _DENSE_ONLY = "the planner models dense MLPs only"
-MODEL_NAMES = tuple(sorted((*DENSE_PRESETS, *PAPER_MODELS)))
-"""Names ``--model`` accepts: the dense presets and :data:`PAPER_MODELS`."""
 
 
 def load_model(source: str | os.PathLike) -> tuple[str, TransformerConfig]:
@@ -58,14 +48,13 @@ def load_model(source: str | os.PathLike) -> tuple[str, TransformerConfig]:
     if not isinstance(source, str | os.PathLike):
         raise TypeError(f"model must be a str or a path, got {type(source).__name__}")
     key = os.fspath(source).lower()
-    if key in PAPER_MODELS:
-        return key, TransformerConfig.from_hf_config(PAPER_MODELS[key])
-    if key in PRESETS:
-        if key not in DENSE_PRESETS:
+    if key in PRESETS or key in PAPER_MODELS:
+        fields = PRESETS.get(key) or PAPER_MODELS[key]
+        if is_moe(fields):
             raise ValueError(
                 f"model must be dense: {key!r} has routed experts; {_DENSE_ONLY}"
             )
-        return key, TransformerConfig.from_hf_config(PRESETS[key])
+        return key, TransformerConfig.from_hf_config(fields)
     path = Path(source)
     if path.is_dir():
         path = path / "config.json"

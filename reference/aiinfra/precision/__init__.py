@@ -8,35 +8,32 @@ FP8 with per-tensor, per-tile and per-block scales (:mod:`.fp8`); :mod:`.tables`
 :mod:`.fp8_tables` and :mod:`.figures` show them.
 """
 
-from aiinfra.precision.autocast import autocast_dtypes
-from aiinfra.precision.formats import (
-    DTYPES,
-    FloatFormat,
-    finfo_format,
-    float_format,
-    formats_table,
-    ieee_format,
-    to_tf32,
-)
-from aiinfra.precision.fp8 import DelayedScaler, dequantize_fp8, quantize_fp8
-from aiinfra.precision.loss_scaler import DynamicLossScaler
-from aiinfra.precision.master_weights import MasterWeights
-from aiinfra.precision.numerics import cast, numerics_table
+from aiinfra import lazy
 
-__all__ = [
-    "DTYPES",
-    "DelayedScaler",
-    "autocast_dtypes",
-    "dequantize_fp8",
-    "quantize_fp8",
-    "DynamicLossScaler",
-    "FloatFormat",
-    "MasterWeights",
-    "cast",
-    "finfo_format",
-    "float_format",
-    "formats_table",
-    "ieee_format",
-    "numerics_table",
-    "to_tf32",
-]
+# Imported on first use (aiinfra.lazy): importing the package stays light.
+__getattr__, __dir__, __all__ = lazy.exports(
+    __name__,
+    {
+        "aiinfra.precision.autocast": ("autocast_dtypes",),
+        "aiinfra.precision.formats": (
+            "DTYPES",
+            "FloatFormat",
+            "finfo_format",
+            "float_format",
+            "formats_table",
+            "ieee_format",
+            "to_tf32",
+        ),
+        "aiinfra.precision.fp8": (
+            "DelayedScaler",
+            "dequantize_fp8",
+            "quantize_fp8",
+        ),
+        "aiinfra.precision.loss_scaler": ("DynamicLossScaler",),
+        "aiinfra.precision.master_weights": ("MasterWeights",),
+        "aiinfra.precision.numerics": (
+            "cast",
+            "numerics_table",
+        ),
+    },
+)

@@ -7,39 +7,41 @@ when there is one), then Llama 3 405B's own choice in the same terms::
 
     aiinfra scaling --flops 3.8e25 [--json]
 
-``--refit PATH`` refits the law to the runs (the paper's 4,500 starts and 1,000
-bootstrap resamples: minutes on a CPU) and writes the JSON the book reads. A bad
-flag ends with a one-line error naming it and exit status 2.
+``--refit`` refits the law to the runs (the paper's 4,500 starts and 1,000
+bootstrap resamples: minutes on a CPU) and stores it as the stamped result
+``scaling-fit`` that the book reads (:mod:`aiinfra.results`; ``--out`` elsewhere).
+A bad flag ends with a one-line error naming it and exit status 2.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
-from aiinfra.clikit import Command, positive_float
-
-from .report import allocation_table, run_table
-from .stamp import DEFAULT_FIT, fitted_law, load_fit, refit, write_fit
+from aiinfra.clikit import Command, add_output_flags, positive_float, save, show
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``scaling`` command's flags to ``parser``."""
     add = parser.add_argument
     add("--flops", type=positive_float, help="training budget C, FLOPs (e.g. 3.8e25)")
-    add("--json", action="store_true", help="print JSON, not text")
     add(
         "--fit",
         type=Path,
-        default=DEFAULT_FIT,
-        help="this package's fit (JSON written by --refit); skipped if absent",
+        help="this package's fit (written by --refit; default: the book's stamped "
+        "result); skipped if absent",
     )
-    add("--refit", type=Path, help="refit to the published runs and write JSON here")
+    add(
+        "--refit",
+        action="store_true",
+        help="refit the law to the published runs (minutes); print it, and store "
+        "it with --stamp or --out",
+    )
+    add_output_flags(parser, measures=True)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print the allocations, or refit and write the JSON.
+    """Print the allocations, or refit (and store) the law.
 
     Args:
         args: flags added by :func:`add_arguments`.
@@ -51,21 +53,28 @@ def run(args: argparse.Namespace) -> int:
     Raises:
         ValueError: neither ``--flops`` nor ``--refit`` is given.
     """
-    if args.refit is not None:
-        write_fit(args.refit, refit())
-        print(f"wrote {args.refit}")
+    from aiinfra import results
+
+    from .report import allocation_table, fit_table, run_table
+    from .stamp import KIND, fitted_law, refit
+
+    if args.refit:
+        res = save(args, KIND, refit(), backend="cpu", world_size=1)
+        show(args, {"The law refitted to the published runs": fit_table(res)}, res)
         return 0
     if args.flops is None:
         raise ValueError("--flops must be given (a budget in FLOPs), or --refit")
-    fitted = fitted_law(load_fit(args.fit)) if args.fit.is_file() else None
-    tables = {
-        "compute_optimal": allocation_table(args.flops, fitted),
-        "llama3_405b": run_table(fitted=fitted),
-    }
-    if args.json:
-        print(json.dumps({k: json.loads(t.to_json()) for k, t in tables.items()}))
-    else:
-        print("\n\n".join(t.to_text() for t in tables.values()))
+    fit = args.fit or results.results_path(KIND, "cpu")
+    fitted = fitted_law(results.load(KIND, "cpu", fit)) if fit.is_file() else None
+    show(
+        args,
+        {
+            f"Compute-optimal N and D for C = {args.flops:.3g} FLOPs": allocation_table(
+                args.flops, fitted
+            ),
+            "Llama 3 405B's choice in each law's terms": run_table(fitted=fitted),
+        },
+    )
     return 0
 
 

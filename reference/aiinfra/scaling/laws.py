@@ -16,8 +16,12 @@ N and D are the papers' letters; the rest of the book writes Psi for parameters.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
+from aiinfra import checks
+
+if TYPE_CHECKING:  # the laws take numbers or tensors; numbers need no torch
+    import torch
 
 FLOPS_PER_PARAMETER_TOKEN = 6  # forward 2 + backward 4 FLOPs per parameter, token
 PF_DAY = 1e15 * 24 * 3600  # FLOPs in one petaflop/s-day, Kaplan's compute unit
@@ -32,9 +36,14 @@ KAPLAN_N_OPT_EXPONENT = 0.73
 
 def _check_positive(name: str, value: float | torch.Tensor) -> None:
     """Raise ValueError unless every element of ``value`` is finite and > 0."""
+    if checks.is_number(value):
+        checks.positive(name, value)
+        return
+    import torch
+
     v = torch.as_tensor(value, dtype=torch.float64)
     if not bool(torch.all(torch.isfinite(v) & (v > 0))):
-        raise ValueError(f"{name} must be finite and > 0, got {value!r}")
+        raise ValueError(f"{name} must be finite numbers > 0, got {value!r}")
 
 
 def training_flops(n: float, d: float) -> float:

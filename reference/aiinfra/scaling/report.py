@@ -154,11 +154,12 @@ def fit_table(result: dict[str, Any]) -> Table:
         "paper's grid of starts; intervals: percentiles of the bootstrap refits. "
         "Hoffmann et al.'s a is computed from the printed parameters, their reported "
         "value in brackets.",
-        stamp="{runs} runs, {resamples} resamples; {stamp}",
+        stamp="{runs} runs, {resamples} resamples; {date}, torch {torch}",
         fields={
             "runs": fit["points"],
             "resamples": len(result["bootstrap"]),
-            "stamp": result["stamp"],
+            "date": str(result["stamp"]["date"])[:10],
+            "torch": result["stamp"]["torch"],
         },
     )
 

@@ -9,72 +9,49 @@ fixed-length windows (:mod:`.data`); :mod:`.bench` measures them
 (``aiinfra bench storage``, :mod:`.cli`).
 """
 
-from aiinfra.storage.async_checkpoint import (
-    CheckpointTiming,
-    checkpoint_overhead,
-    compare_checkpointing,
-    train_with_checkpoints,
-)
-from aiinfra.storage.atomic import (
-    atomic_save,
-    committed_checkpoints,
-    latest_checkpoint,
-    load_latest,
-    step_dir,
-)
-from aiinfra.storage.data import (
-    LoaderThroughput,
-    TokenWindows,
-    loader_throughput,
-    token_dtype,
-    write_token_file,
-)
-from aiinfra.storage.sharded import (
-    check_checkpoint_dir,
-    full_tensors,
-    load_sharded,
-    reshard,
-    save_sharded,
-    saved_widths,
-    sharded_mlp,
-    train_steps,
-    training_state,
-)
-from aiinfra.storage.sizes import (
-    CheckpointBytes,
-    inference_checkpoint_bytes,
-    optimizer_state_bytes,
-    training_checkpoint_bytes,
-    write_seconds,
-)
+from aiinfra import lazy
 
-__all__ = [
-    "CheckpointBytes",
-    "CheckpointTiming",
-    "LoaderThroughput",
-    "TokenWindows",
-    "atomic_save",
-    "check_checkpoint_dir",
-    "checkpoint_overhead",
-    "committed_checkpoints",
-    "compare_checkpointing",
-    "full_tensors",
-    "inference_checkpoint_bytes",
-    "latest_checkpoint",
-    "load_latest",
-    "load_sharded",
-    "loader_throughput",
-    "optimizer_state_bytes",
-    "reshard",
-    "save_sharded",
-    "saved_widths",
-    "sharded_mlp",
-    "step_dir",
-    "token_dtype",
-    "train_steps",
-    "train_with_checkpoints",
-    "training_checkpoint_bytes",
-    "training_state",
-    "write_seconds",
-    "write_token_file",
-]
+# Imported on first use (aiinfra.lazy): importing the package stays light.
+__getattr__, __dir__, __all__ = lazy.exports(
+    __name__,
+    {
+        "aiinfra.storage.async_checkpoint": (
+            "CheckpointTiming",
+            "checkpoint_overhead",
+            "compare_checkpointing",
+            "train_with_checkpoints",
+        ),
+        "aiinfra.storage.atomic": (
+            "atomic_save",
+            "committed_checkpoints",
+            "latest_checkpoint",
+            "load_latest",
+            "step_dir",
+        ),
+        "aiinfra.storage.data": (
+            "LoaderThroughput",
+            "TokenWindows",
+            "loader_throughput",
+            "token_dtype",
+            "write_token_file",
+        ),
+        "aiinfra.storage.sharded": (
+            "check_checkpoint_dir",
+            "full_tensors",
+            "load_sharded",
+            "reshard",
+            "save_sharded",
+            "saved_widths",
+            "sharded_mlp",
+            "train_steps",
+            "training_state",
+        ),
+        "aiinfra.storage.sizes": (
+            "CheckpointBytes",
+            "inference_checkpoint_bytes",
+            "optimizer_state_bytes",
+            "training_checkpoint_bytes",
+            "write_seconds",
+        ),
+    },
+)

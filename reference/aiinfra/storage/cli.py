@@ -1,9 +1,9 @@
 """The storage chapter's command: ``aiinfra bench storage``.
 
 It runs :func:`aiinfra.storage.bench.run_bench` (sharded, asynchronous and atomic
-checkpoints, a token loader against a training step), stamps the result into
-``docs/_data/bench/storage-gloo.json`` (``--out`` elsewhere, ``--no-write``
-nowhere) and prints its table::
+checkpoints, a token loader against a training step) and prints its table;
+``--stamp`` stores the result as the book's ``storage-gloo.json``, ``--out``
+elsewhere::
 
     aiinfra bench storage --steps 20 --every 5
 """
@@ -11,17 +11,26 @@ nowhere) and prints its table::
 from __future__ import annotations
 
 import argparse
-import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aiinfra import results
-from aiinfra.clikit import Command, int_at_least
-from aiinfra.report import Table
-from aiinfra.storage.bench import SAVE_RANKS, StorageBenchConfig, run_bench
+from aiinfra.clikit import (
+    Command,
+    add_config_flags,
+    add_output_flags,
+    config_from,
+    save,
+    show,
+)
+
+if TYPE_CHECKING:
+    from aiinfra.report import Table
 
 
 def storage_table(res: dict[str, Any]) -> Table:
     """The measured numbers of a stamped run, one per row."""
+    from aiinfra import results
+    from aiinfra.report import Table
+
     loads, ck = res["reshard"]["loads"], res["checkpointing"]
     rows = [
         [f"max abs(loaded - saved), {n} ranks", v["max_abs_diff"]]
@@ -49,49 +58,23 @@ def storage_table(res: dict[str, Any]) -> Table:
 
 
 def add_bench_storage(parser: argparse.ArgumentParser) -> None:
-    """Flags of ``aiinfra bench storage``."""
-    add = parser.add_argument
-    d = StorageBenchConfig()
-    for name, help_ in [
-        ("width", "w of the sync/async MLP (w -> 4w -> w)"),
-        ("steps", "training steps of each sync/async run"),
-        ("every", "steps between saves"),
-        ("batch", "rows per step of those runs, a multiple of 2"),
-        ("seq-len", "tokens per sequence T"),
-        ("loader-batch", "sequences per batch B"),
-        ("loader-batches", "batches timed per loader"),
-        ("vocab-size", "V of the token file and the model"),
-        ("d-model", "width of the model whose step sets the needed rate"),
-        ("layers", "its layers"),
-    ]:
-        dest = "n_layers" if name == "layers" else name.replace("-", "_")
-        add(
-            f"--{name}",
-            dest=dest,
-            type=int_at_least(1),
-            default=getattr(d, dest),
-            help=help_,
-        )
-    add("--out", help="write the stamped JSON here (default: the book's file)")
-    add("--no-write", action="store_true", help="print only, write no file")
-    add("--json", action="store_true", help="print JSON, not text")
+    """Flags of ``aiinfra bench storage`` (each a field of the config)."""
+    from aiinfra.storage.bench import StorageBenchConfig
+
+    add_config_flags(parser, StorageBenchConfig)
+    add_output_flags(parser, measures=True)
 
 
 def run_bench_storage(args: argparse.Namespace) -> int:
-    """Check the flags together, measure, stamp the file, print the table."""
-    names = StorageBenchConfig.__dataclass_fields__
-    cfg = StorageBenchConfig(**{k: getattr(args, k) for k in names})
-    res = run_bench(cfg)
-    if args.no_write:
-        res = {"stamp": results.machine_stamp(SAVE_RANKS, "gloo"), **res}
-    else:
-        path = results.write(
-            "storage", res, backend="gloo", world_size=SAVE_RANKS, path=args.out
-        )
-        print(f"wrote {path}", file=sys.stderr)
-        res = results.load("storage", "gloo", path)
-    shown = storage_table(res)
-    print(shown.to_json() if args.json else shown.to_text())
+    """Check the flags together, measure, print the table, store it if asked."""
+    from aiinfra import progress
+    from aiinfra.storage.bench import SAVE_RANKS, StorageBenchConfig, run_bench
+
+    cfg = config_from(args, StorageBenchConfig)
+    with progress.waiting("checkpoints and loaders on spawned ranks", 70):
+        body = run_bench(cfg)
+    res = save(args, "storage", body, backend="gloo", world_size=SAVE_RANKS)
+    show(args, {"Checkpoints and data loading, measured": storage_table(res)}, res)
     return 0
 
 
@@ -102,5 +85,7 @@ COMMANDS = (
         "time sharded, asynchronous and atomic checkpoints and a token loader",
         add_bench_storage,
         run_bench_storage,
+        runs="a sharded save and reloads on 1-4 spawned gloo ranks, sync against "
+        "async checkpoints, a crash mid-save and the loaders; about 70 s",
     ),
 )

@@ -7,10 +7,11 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from aiinfra import results
 from aiinfra.infer.distill.loss import distillation_loss, soft_targets
 from aiinfra.infer.distill.train import (
+    KIND,
     DistillRunConfig,
-    load_distillation,
     markov_language,
     run_distillation,
     sample_sequences,
@@ -206,11 +207,11 @@ def test_distilled_student_beats_label_only_student() -> None:
 
 
 def test_committed_result_shows_the_gain() -> None:
-    r = load_distillation()
+    r = results.load(KIND, "cpu")
     assert r["final"]["distilled"] < r["best"]["labels"]  # even with early stopping
     assert r["source_loss"] < r["best"]["teacher"]
     with pytest.raises(FileNotFoundError, match="aiinfra distill"):
-        load_distillation("/nonexistent/distillation.json")
+        results.load(KIND, "cpu", "/nonexistent/distillation.json")
 
 
 def test_run_config_and_sampler_reject_bad_input() -> None:

@@ -8,6 +8,7 @@ caching equal ``generate_greedy`` on each request alone.
 
 import pytest
 import torch
+from aiinfra import results
 from aiinfra.infer.engine import bench as engine_bench
 from aiinfra.infer.engine.core import Engine, SamplingParams
 from aiinfra.infer.engine.model_runner import Chunk, PagedModelRunner, StepLayout
@@ -170,8 +171,10 @@ def test_the_engine_benchmark_runs_every_mode_to_the_same_tokens(tmp_path):
     on, off = res["prefix"]["on"], res["prefix"]["off"]
     # 3 blocks of 4 shared: the 2nd and 3rd requests skip 12 tokens each
     assert off["computed_prompt_tokens"] - on["computed_prompt_tokens"] == 24
-    path = engine_bench.write(res, tmp_path / "engine.json")
-    loaded = engine_bench.load(path)
+    path = results.write(
+        "engine", res, backend="cpu", world_size=1, path=tmp_path / "engine.json"
+    )
+    loaded = results.load("engine", "cpu", path)
     assert [r[0] for r in engine_bench.engine_table(loaded).rows] == [
         "static",
         "continuous",
@@ -183,7 +186,7 @@ def test_the_engine_benchmark_runs_every_mode_to_the_same_tokens(tmp_path):
     a, b = engine_bench.step_time_fit(loaded)
     assert a + b > 0
     with pytest.raises(FileNotFoundError, match="aiinfra bench engine"):
-        engine_bench.load(tmp_path / "none.json")
+        results.load("engine", "cpu", tmp_path / "none.json")
 
 
 @pytest.mark.parametrize(
@@ -202,7 +205,7 @@ def test_bad_engine_benchmark_configs_are_refused_by_name(field, value, match):
 
 
 def test_the_books_engine_timings():
-    res = engine_bench.load()
+    res = results.load("engine", "cpu")
     assert res["same_tokens"] is True
     sweep = res["sweep"]
     largest = max(sweep, key=int)

@@ -5,6 +5,7 @@ import json
 
 import pytest
 import torch
+from aiinfra import results
 from aiinfra.infer.kv import decode_bench
 from aiinfra.infer.kv.decode import (
     decode_bound_tokens_per_s,
@@ -145,15 +146,17 @@ def test_the_benchmark_times_every_token_of_both_loops(tmp_path):
     assert res["same_tokens"] is True
     assert len(res["cached_s"]) == len(res["recompute_s"]) == 6
     assert all(s > 0 for s in res["cached_s"] + res["recompute_s"])
-    path = decode_bench.write(res, tmp_path / "decode.json")
-    loaded = decode_bench.load(path)
+    path = results.write(
+        "decode", res, backend="cpu", world_size=1, path=tmp_path / "decode.json"
+    )
+    loaded = results.load("decode", "cpu", path)
     assert loaded["stamp"]["backend"] == "cpu" and json.loads(path.read_text())
     table = decode_bench.decode_bench_table(loaded)
     assert [row[0] for row in table.rows] == [3, 6]
     with pytest.raises(ValueError, match=r"n must be in 1..6"):
         decode_bench.speedup(res, 7)
     with pytest.raises(FileNotFoundError, match="aiinfra bench decode"):
-        decode_bench.load(tmp_path / "none.json")
+        results.load("decode", "cpu", tmp_path / "none.json")
 
 
 @pytest.mark.parametrize(
@@ -171,7 +174,7 @@ def test_bad_benchmark_configs_are_refused_by_name(field, value, match):
 
 
 def test_the_books_timings_show_the_cache_ten_times_faster_at_512_tokens():
-    res = decode_bench.load()
+    res = results.load("decode", "cpu")
     assert res["same_tokens"] is True
     assert res["config"]["new_tokens"] >= 512
     assert decode_bench.speedup(res, 512) >= 10

@@ -8,14 +8,15 @@ import math
 
 import pytest
 import torch
+from aiinfra import results
 from aiinfra.infer.quant.evaluate import (
+    KIND,
     QuantEvalConfig,
     language_tables,
     perplexity,
     quantize_model,
     run_quant_eval,
     sample_language,
-    stamp_quant_eval,
     train_model,
     true_perplexity,
 )
@@ -126,7 +127,8 @@ def test_run_and_stamp_write_every_run(tmp_path: object) -> None:
     out = run_quant_eval(MICRO, runs)
     assert [r["key"] for r in out["rows"]] == ["float-w16", "rtn-w4"]
     assert out["rows"][0]["output_err"] == 0.0 < out["rows"][1]["output_err"]
-    path = stamp_quant_eval(tmp_path / "q.json", MICRO)  # type: ignore[operator]
+    body = run_quant_eval(MICRO)
+    path = results.write(KIND, body, backend="cpu", world_size=1, path=tmp_path / "q")
     data = json.loads(path.read_text())
     assert data["stamp"]["backend"] == "cpu" and len(data["rows"]) == 11
     assert set(data["layers"]["gptq-w4-g32"][0]) == {

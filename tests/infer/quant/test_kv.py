@@ -8,9 +8,9 @@ from aiinfra.accelerators import GPUS
 from aiinfra.infer.quant.kv import (
     dequantize_kv,
     kv_attention_error,
-    kv_bytes_per_token,
     kv_tokens,
     quantize_kv,
+    quantized_bytes_per_token,
     round_trip,
 )
 from aiinfra.models.kv_budget import kv_budget
@@ -93,10 +93,10 @@ def test_bytes_per_token_of_llama_3_8b_match_hand_counts() -> None:
     # 2 (K, V) x G = 8 x d = 128 x L = 32 = 65536 elements per token; int8 adds
     # 2 x 8 x 32 fp32 scales = 2048 bytes.
     c = preset("llama-3-8b")
-    assert kv_bytes_per_token(c, "bf16") == 131072
-    assert kv_bytes_per_token(c, "fp8") == 65536
-    assert kv_bytes_per_token(c, "int8") == 65536 + 2048
-    assert kv_bytes_per_token(c, "int8", scale_bytes=2) == 65536 + 1024
+    assert quantized_bytes_per_token(c, "bf16") == 131072
+    assert quantized_bytes_per_token(c, "fp8") == 65536
+    assert quantized_bytes_per_token(c, "int8") == 65536 + 2048
+    assert quantized_bytes_per_token(c, "int8", scale_bytes=2) == 65536 + 1024
 
 
 def test_fp8_cache_fits_twice_the_tokens_of_kv_budget_bf16() -> None:
@@ -127,9 +127,9 @@ def test_bad_input_is_rejected() -> None:
         kv_attention_error(torch.randn(1, 3, 2, 8), x.expand(1, 2, 4, 8), x, "int8")
     with pytest.raises(ValueError, match="must be 4-D"):
         kv_attention_error(x[0], x, x, "int8")
-    with pytest.raises(ValueError, match="scale_bytes must be a positive integer"):
-        kv_bytes_per_token(preset("llama-3-8b"), "int8", scale_bytes=0)
+    with pytest.raises(ValueError, match="scale_bytes must be an int >= 1"):
+        quantized_bytes_per_token(preset("llama-3-8b"), "int8", scale_bytes=0)
     with pytest.raises(ValueError, match="fmt must be one of"):
         kv_tokens(preset("llama-3-8b"), GPUS["H100"], "int4")
-    with pytest.raises(ValueError, match="n_gpus must be a positive integer"):
+    with pytest.raises(ValueError, match="n_gpus must be an int >= 1"):
         kv_tokens(preset("llama-3-8b"), GPUS["H100"], "fp8", n_gpus=0)

@@ -6,9 +6,9 @@ import copy
 
 import pytest
 import torch
+from aiinfra import results
 from aiinfra.infer.speculative.bench import (
     SpeculativeBenchConfig,
-    load_speculative_bench,
     mean_acceptance,
     sample_cached,
 )
@@ -173,4 +173,4 @@ def test_bench_bad_input_is_named(tmp_path) -> None:
     with pytest.raises(ValueError, match="temperature must"):
         SpeculativeBenchConfig(temperature=0.0)
     with pytest.raises(FileNotFoundError, match="aiinfra bench speculative"):
-        load_speculative_bench(tmp_path / "missing.json")
+        results.load("speculative", "cpu", tmp_path / "missing.json")

@@ -1,11 +1,18 @@
-"""KV cache per token: DeepSeek-V2 Table 1 against caches filled by real layers."""
+"""KV cache per token: DeepSeek-V2 Table 1 against caches filled by real layers.
+
+:func:`kv_bytes_per_token`, the package's one count of a cache's bytes, is checked
+against the vLLM paper's 800 KiB for OPT-13B and against the bytes that the cache
+tensors of a real ``transformers`` model hold after a prefill.
+"""
 
 import pytest
+import torch
 from aiinfra.models.attention.kv_cache_size import (
     ATTENTION_MODELS,
     attention_kind,
     elements_per_token,
     equivalent_gqa_groups,
+    kv_bytes_per_token,
     kv_cache_figure,
     kv_cache_table,
     measured_elements_per_token,
@@ -33,6 +40,43 @@ def test_deepseek_v2_figures():
 
 def test_llama3_8b_caches_128_kib_per_token_in_bf16():
     assert elements_per_token(preset("llama-3-8b")) * 2 == 128 * 1024
+    assert kv_bytes_per_token(preset("llama-3-8b")) == 128 * 1024
+
+
+def test_opt_13b_caches_800_kib_per_token_in_fp16():
+    # Kwon et al. 2023 (vLLM), Sec. 3: OPT-13B, 40 layers, hidden 5120 (40 heads of
+    # 128), fp16: 2 x 5120 x 40 x 2 bytes = 800 KB per token.
+    opt_13b = TransformerConfig(50272, 5120, 40, 40, d_ff=20480, max_seq_len=2048)
+    assert kv_bytes_per_token(opt_13b, 2) == 800 * 1024
+
+
+@pytest.mark.parametrize(
+    ("kv_heads", "dtype"),
+    [(4, torch.float32), (2, torch.bfloat16), (1, torch.float16)],  # MHA, GQA, MQA
+)
+def test_bytes_per_token_equal_the_bytes_of_a_transformers_llamas_cache(
+    kv_heads, dtype
+):
+    transformers = pytest.importorskip("transformers")
+    hf = transformers.LlamaConfig(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=kv_heads,
+        head_dim=8,
+        max_position_embeddings=16,
+    )
+    model = transformers.LlamaForCausalLM(hf).to(dtype).eval()
+    T = 5
+    with torch.no_grad():
+        out = model(torch.randint(0, 64, (1, T)), use_cache=True)
+    cache = out.past_key_values
+    held = sum(t.nbytes for layer in cache.layers for t in (layer.keys, layer.values))
+    ours = TransformerConfig.from_hf_config(hf.to_dict())
+    element = torch.finfo(dtype).bits // 8
+    assert kv_bytes_per_token(ours, element) * T == held
 
 
 @pytest.mark.parametrize(
@@ -68,6 +112,7 @@ def test_table_lists_every_model_with_matching_columns():
         (lambda: measured_elements_per_token(TransformerConfig(), seq_len=-1), "seq"),
         (lambda: kv_cache_figure(bytes_per_element=0), "bytes_per_element"),
         (lambda: kv_cache_figure(names=("llama-9",)), "unknown model"),
+        (lambda: kv_bytes_per_token(TransformerConfig(), 0), "bytes_per_element"),
     ],
 )
 def test_bad_arguments_are_named(call, match):

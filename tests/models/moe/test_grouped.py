@@ -4,7 +4,6 @@ Ground truth: ``moe_loop`` (token by token over the kept experts). No timing is
 asserted; the command is only run on a tiny shape.
 """
 
-import argparse
 import json
 
 import pytest
@@ -86,14 +85,11 @@ def test_sort_by_expert_by_hand():
 
 
 def test_bench_command_writes_a_stamped_table(tmp_path, capsys):
-    from aiinfra.models import cli
+    from aiinfra import cli
 
     out = tmp_path / "moe.json"
-    parser = argparse.ArgumentParser()
-    cli.add_bench_moe(parser)
     tiny = "--tokens 8 --d-model 8 --experts 4 --top-k 2 --d-expert 4 --repeats 1"
-    args = parser.parse_args([*tiny.split(), "--out", str(out)])
-    assert cli.run_bench_moe(args) == 0
+    assert cli.main(["bench", "moe", *tiny.split(), "--out", str(out)]) == 0
     res = json.loads(out.read_text())
     impls = {r["impl"] for r in res["rows"]}
     assert {"token loop", "masked per expert", "grouped"} <= impls

@@ -37,8 +37,8 @@ def test_capacity_is_the_even_share_times_the_factor_rounded_up():
     "kwargs, message",
     [
         ({"top_k": 9}, r"top_k \(9\) must be <= n_experts \(8\)"),
-        ({"n_experts": 0}, "n_experts must be an integer >= 1, got 0"),
-        ({"d_expert": 2.0}, "d_expert must be an integer >= 1"),
+        ({"n_experts": 0}, "n_experts must be an int >= 1, got 0"),
+        ({"d_expert": 2.0}, "d_expert must be an int >= 1"),
         ({"router": "relu"}, "router must be one of"),
         ({"n_groups": 3}, r"n_experts \(8\) must be divisible by n_groups \(3\)"),
         ({"n_groups": 4, "topk_groups": 5}, r"topk_groups \(5\) must be <= n_groups"),
@@ -58,5 +58,5 @@ def test_bad_fields_are_named(kwargs, message):
 
 
 def test_a_negative_token_count_is_refused():
-    with pytest.raises(ValueError, match="n_tokens must be an integer >= 0"):
+    with pytest.raises(ValueError, match="n_tokens must be an int >= 0"):
         MoESpec(8, 2, 16, capacity_factor=1.0).capacity(-1)

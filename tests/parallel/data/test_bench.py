@@ -54,7 +54,10 @@ def test_bench_smoke_run_times_every_variant_and_stores_them(tmp_path, capsys):
     }
     assert all(len(r["repeats_s"]) == 2 and r["step_s"] > 0 for r in rows)
     assert doc["stamp"]["world_size"] == 2 and doc["stamp"]["backend"] == "gloo"
-    assert json.loads(capsys.readouterr().out)["rows"] == rows
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["result"]["rows"] == rows
+    (table,) = printed["tables"].values()
+    assert len(table["rows"]) == len(rows)
 
 
 def test_committed_results_meet_the_bar_and_render():

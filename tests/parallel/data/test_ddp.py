@@ -186,9 +186,9 @@ def test_token_mean_loss_and_token_weights_against_hand_computation():
     assert token_weights([[5, 5], [5, 5]]) == [[1.0, 1.0], [1.0, 1.0]]
     loss = token_mean_loss(torch.tensor(30.0), global_tokens=12, n_ranks=4)
     assert loss.item() == 10.0  # 30 * 4 / 12
-    with pytest.raises(ValueError, match="global_tokens must be a positive integer"):
+    with pytest.raises(ValueError, match="global_tokens must be an int >= 1"):
         token_mean_loss(torch.tensor(1.0), 0, 2)
-    with pytest.raises(ValueError, match="n_ranks must be a positive integer"):
+    with pytest.raises(ValueError, match="n_ranks must be an int >= 1"):
         token_mean_loss(torch.tensor(1.0), 3, 0)
     for bad in ([], [[1, 2], [3]], [[0, 1]]):
         with pytest.raises(ValueError, match="counts must be"):

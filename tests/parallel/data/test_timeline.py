@@ -153,7 +153,7 @@ def test_bad_input_is_rejected():
         simulate_dp_step(grads, 0, UNIT, 2, 100)
     with pytest.raises(ValueError, match="n_ranks must be an int >= 2"):
         simulate_dp_step(grads, 1, UNIT, 1, 100)
-    with pytest.raises(ValueError, match=r"mfu must be a number in \(0, 1\]"):
+    with pytest.raises(ValueError, match=r"mfu must be a finite number in \(0, 1\]"):
         simulate_dp_step(grads, 1, UNIT, 2, 100, mfu=1.5)
     with pytest.raises(ValueError, match="link.bandwidth"):
         simulate_dp_step(grads, 1, Link("x", 1.0, 0.0, 0.0), 2, 100)

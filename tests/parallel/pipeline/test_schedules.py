@@ -219,7 +219,7 @@ def test_torch_run_loop_runs_our_order(cls, build, p, m):
         (lambda: gpipe(2, 2.0), "m must be an int >= 1, got 2.0"),
         (lambda: one_f_one_b(4, 3), "m must be >= p for 1F1B"),
         (lambda: zb_h1(4, 2), "m must be >= p for ZB-H1"),
-        (lambda: one_f_one_b_order(4, 8, 4), "r must be an int in \\[0, p\\)"),
+        (lambda: one_f_one_b_order(4, 8, 4), "r must be an int in \\[0, 3\\], got 4"),
         (lambda: interleaved_1f1b(4, 6, 2), "m must be a multiple of p"),
         (lambda: interleaved_1f1b(4, 8, 1), "v must be an int >= 2, got 1"),
         (lambda: make_schedule("1F1B", 4, 8, 2), "v must be 1 for 1F1B"),

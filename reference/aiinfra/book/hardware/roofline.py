@@ -17,7 +17,7 @@ _GPU = "H100"  # the GPU the page compares this machine with
 
 @cache
 def _res() -> dict[str, Any]:
-    return rb.load_roofline_bench()
+    return results.load("roofline", "cpu")
 
 
 def _dash(x: float | None, digits: int = 0) -> float | str:

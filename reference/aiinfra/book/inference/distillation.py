@@ -1,8 +1,9 @@
 """What ``docs/inference/distillation.rst`` shows: its values, tables, figures.
 
 The training runs (a teacher, a student on labels, a student distilled) take tens of
-seconds, so they are read from ``docs/_data/distillation.json``, which
-``aiinfra distill`` writes (:func:`~aiinfra.infer.distill.train.stamp_distillation`).
+seconds, so they are read from the stamped result ``distillation`` that
+``aiinfra distill --stamp`` writes
+(:func:`~aiinfra.infer.distill.train.run_distillation`).
 The soft targets are the stamped teacher's logits at one frequent context, softened
 at build time; the gradient figure is computed from random logits at build time.
 """
@@ -16,9 +17,10 @@ from typing import Any
 import torch
 from matplotlib.figure import Figure
 
+from aiinfra import results
 from aiinfra.accelerators import GPUS
+from aiinfra.infer.distill import train as distill_train
 from aiinfra.infer.distill.loss import distillation_loss, soft_targets
-from aiinfra.infer.distill.train import load_distillation
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.params import count_parameters
 from aiinfra.models.presets import preset
@@ -60,7 +62,7 @@ _LABELS = {
 
 @functools.cache
 def _result() -> dict[str, Any]:
-    return load_distillation()
+    return results.load(distill_train.KIND, "cpu")
 
 
 def distill_config(name: str) -> Any:

@@ -13,6 +13,7 @@ from functools import cache
 import torch
 from matplotlib.figure import Figure
 
+from aiinfra import results
 from aiinfra.infer.engine import bench as engine_bench
 from aiinfra.infer.engine.model_runner import Chunk, StepLayout
 from aiinfra.report import Table
@@ -76,7 +77,7 @@ def layout_figure() -> Figure:
 
 @cache
 def _bench() -> dict:
-    return engine_bench.load()
+    return results.load("engine", "cpu")
 
 
 def engine_config(name: str) -> int:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
+from aiinfra import results
 from aiinfra.accelerators import GPUS
 from aiinfra.infer.kv import decode, decode_bench
-from aiinfra.models.attention.kv_cache_size import elements_per_token
+from aiinfra.models.attention.kv_cache_size import kv_bytes_per_token
 from aiinfra.models.flops import matmul_parameters
 from aiinfra.models.kv_budget import kv_budget
 from aiinfra.models.presets import preset
@@ -60,7 +61,7 @@ def step_flops_figure() -> Figure:
 
 
 def _bench() -> dict:
-    return decode_bench.load()
+    return results.load("decode", "cpu")
 
 
 def decode_table() -> Table:
@@ -117,7 +118,7 @@ def decode_timing_figure() -> Figure:
 
 def llama_cache_kib_per_token() -> float:
     """Llama 3 8B's bf16 KV cache per token, KiB."""
-    return 2 * elements_per_token(_llama()) / 1024
+    return kv_bytes_per_token(_llama(), 2) / 1024
 
 
 def h100_bandwidth_tbs() -> float:

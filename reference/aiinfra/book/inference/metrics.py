@@ -7,6 +7,7 @@ from functools import cache
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from aiinfra import results
 from aiinfra.accelerators import GPUS
 from aiinfra.infer import phase_bench as pb
 from aiinfra.infer.metrics import RequestRecord, ServingPoint, Slo, goodput, summarize
@@ -255,7 +256,7 @@ def goodput_figure() -> Figure:
 
 def cpu(what: str) -> float:
     """A value of the CPU measurement (the keys below)."""
-    res = pb.load_phase_bench()
+    res = results.load("phases", "cpu")
     roofs, c = res["roofs"], res["config"]
     rows = {(r["phase"], r["size"]): r for r in res["rows"]}
     T, B = max(c["prompt_lens"]), max(c["batches"])
@@ -281,12 +282,12 @@ def cpu(what: str) -> float:
 
 def cpu_table() -> Table:
     """Measured time, tokens/s, FLOP/s and bandwidth of each phase on the CPU."""
-    return pb.phase_bench_table(pb.load_phase_bench())
+    return pb.phase_bench_table(results.load("phases", "cpu"))
 
 
 def cpu_roofline_figure() -> Figure:
     """The CPU's measured roofs and the measured steps on them."""
-    res = pb.load_phase_bench()
+    res = results.load("phases", "cpu")
     peak, bw = cpu("gflops"), cpu("gbs")
     fig = Figure(figsize=(7.5, 3.2), layout="constrained")
     ax = fig.add_subplot()

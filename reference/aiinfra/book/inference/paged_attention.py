@@ -13,11 +13,9 @@ from matplotlib.figure import Figure
 
 from aiinfra.accelerators import GPUS
 from aiinfra.infer.paged import figures as paged_figures
-from aiinfra.infer.paged.waste import (
-    WasteReport,
-    kv_bytes_per_token,
-    request_stream_waste,
-)
+from aiinfra.infer.paged.waste import WasteReport, request_stream_waste
+from aiinfra.models.attention.kv_cache_size import kv_bytes_per_token
+from aiinfra.models.config import TransformerConfig
 from aiinfra.models.presets import preset
 
 BLOCK = 16  # tokens per block: vLLM's default
@@ -33,9 +31,13 @@ MOST = COUNTS[-1]  # the count the prose quotes
 TABLE_ENTRY_BYTES = 4  # an int32 physical block id
 
 
+# OPT-13B's attention (Zhang et al. 2022, Table 1): 40 layers, d = 5120, 40 heads.
+_OPT_13B = TransformerConfig(50272, 5120, 40, 40, d_ff=20480, max_seq_len=2048)
+
+
 def _opt13b_bytes_per_token() -> int:
     """OPT-13B's K and V per token: 40 layers, 40 heads of 128, fp16."""
-    return kv_bytes_per_token(40, 40, 128, 2)
+    return kv_bytes_per_token(_OPT_13B, 2)
 
 
 def opt13b_kib_per_token() -> int:
@@ -109,7 +111,7 @@ DECODE_BATCH, DECODE_CONTEXT = 64, 4096  # the decode step of the speed paragrap
 def llama_decode_cache_gb() -> float:
     """KV cache one decode step reads, 64 Llama 3 8B sequences of 4096 tokens, GB."""
     c = preset("llama-3-8b")
-    per_token = kv_bytes_per_token(c.n_layers, c.n_kv_heads, c.head_dim, 2)
+    per_token = kv_bytes_per_token(c, 2)
     return DECODE_BATCH * DECODE_CONTEXT * per_token / 1e9
 
 

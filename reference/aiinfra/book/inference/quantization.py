@@ -270,7 +270,7 @@ def kv_error_ratio(keys: str, fmt: str) -> float:
 
 def kv_kib_per_token(fmt: str) -> float:
     """Llama 3 8B's cache bytes per token in ``fmt``, KiB."""
-    return kv_quant.kv_bytes_per_token(preset(LLAMA), fmt) / 1024
+    return kv_quant.quantized_bytes_per_token(preset(LLAMA), fmt) / 1024
 
 
 def kv_figure() -> Figure:

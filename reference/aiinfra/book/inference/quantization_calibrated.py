@@ -2,24 +2,24 @@
 
 SmoothQuant's and AWQ's figures are computed at build time on one synthetic layer
 whose activations have outlier channels (fixed generators, a few milliseconds).
-The perplexities and per-layer errors of the trained model are read from
-``docs/_data/quant-eval.json``, which
-:func:`~aiinfra.infer.quant.evaluate.stamp_quant_eval` writes (training takes minutes).
+The perplexities and per-layer errors of the trained model are read from the stamped
+result ``quant-eval``, which ``aiinfra quantize --stamp`` writes
+(:func:`~aiinfra.infer.quant.evaluate.run_quant_eval`; training takes minutes).
 """
 
 from __future__ import annotations
 
 import functools
-import json
 from typing import Any
 
 import torch
 from matplotlib.figure import Figure
 from torch import Tensor
 
+from aiinfra import results
 from aiinfra.accelerators import GPUS
+from aiinfra.infer.quant import evaluate as quant_eval
 from aiinfra.infer.quant.awq import AWQResult, awq_search
-from aiinfra.infer.quant.evaluate import DEFAULT_PATH
 from aiinfra.infer.quant.gptq import PERCDAMP
 from aiinfra.infer.quant.smoothquant import W8A8Linear, smooth, smoothing_scales
 from aiinfra.report import Table
@@ -146,12 +146,7 @@ def qc_awq_figure() -> Figure:
 
 @functools.cache
 def _eval() -> dict[str, Any]:
-    if not DEFAULT_PATH.is_file():
-        raise FileNotFoundError(
-            f"no quantization results at {DEFAULT_PATH}: make them with "
-            "aiinfra.infer.quant.evaluate.stamp_quant_eval()"
-        )
-    return json.loads(DEFAULT_PATH.read_text())
+    return results.load(quant_eval.KIND, "cpu")
 
 
 def _row(key: str) -> dict[str, Any]:

@@ -14,8 +14,8 @@ import functools
 import torch
 from matplotlib.figure import Figure
 
+from aiinfra import results
 from aiinfra.accelerators import GPUS
-from aiinfra.infer.speculative.bench import load_speculative_bench
 from aiinfra.infer.speculative.decoding import (
     acceptance_rate,
     expected_tokens_per_call,
@@ -134,7 +134,7 @@ def spec_chi2_quantile(level: float = 0.999, df: int = len(SPEC_P) - 1) -> float
 
 def _measured() -> list[dict]:
     """Per ``k``: alpha, tokens per call, speed-up measured and modelled."""
-    res = load_speculative_bench()
+    res = results.load("speculative", "cpu")
     step = res["baseline"]["seconds"] / res["baseline"]["tokens"]  # plain decoding
     return [
         {
@@ -158,7 +158,7 @@ def _column(name: str) -> list:
 
 def spec_cost_ratio() -> float:
     """The measured ``c``: the draft's forward pass over the target's (one token)."""
-    f = load_speculative_bench()["forward_ms"]
+    f = results.load("speculative", "cpu")["forward_ms"]
     return f["draft_1"] / f["target_1"]
 
 
@@ -181,7 +181,7 @@ def spec_effective_cost(k: int) -> float:
 
 def spec_bench_load() -> float:
     """The machine's load (1 min) when the CPU measurement was stamped."""
-    return load_speculative_bench()["stamp"]["load_1min"]
+    return results.load("speculative", "cpu")["stamp"]["load_1min"]
 
 
 def spec_best_k() -> int:
@@ -193,7 +193,7 @@ def spec_bench_table() -> Table:
     """The stamped CPU measurements, with the formula and the model beside them."""
     digits = {"alpha": 3, "accepted": 3}  # the others: 2
     rows = [[round(v, digits.get(n, 2)) for n, v in r.items()] for r in _measured()]
-    res = load_speculative_bench()
+    res = results.load("speculative", "cpu")
     st, cfg, f = res["stamp"], res["config"], res["forward_ms"]
     on, fields = run_on(st)
     stamp = (
@@ -297,7 +297,7 @@ def spec_gpu_figure() -> Figure:
         "o-",
         label=f"H100, {SPEC_GPU_MODEL}, bf16 (roofline model)",
     )
-    f = load_speculative_bench()["forward_ms"]
+    f = results.load("speculative", "cpu")["forward_ms"]
     cpu = sorted((int(key.split("_")[1]), v) for key, v in f.items() if "target" in key)
     ax.plot(
         [n for n, _ in cpu],

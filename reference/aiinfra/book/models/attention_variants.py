@@ -39,12 +39,12 @@ def kv_cache_figure() -> Figure:
 
 def llama_kv_kib_per_token() -> float:
     """Llama 3 8B's bf16 KV cache per token, KiB."""
-    return kv_cache_size.elements_per_token(preset(LLAMA)) * 2 / KIB
+    return kv_cache_size.kv_bytes_per_token(preset(LLAMA), 2) / KIB
 
 
 def llama_kv_gib_long_context() -> float:
     """Llama 3 8B's bf16 KV cache for one sequence of 128K tokens, GiB."""
-    return kv_cache_size.elements_per_token(preset(LLAMA)) * 2 * LONG_CONTEXT / GIB
+    return kv_cache_size.kv_bytes_per_token(preset(LLAMA), 2) * LONG_CONTEXT / GIB
 
 
 def llama_bf16_weights_gib() -> float:

@@ -14,6 +14,7 @@ from dataclasses import replace
 import torch
 from matplotlib.figure import Figure
 
+from aiinfra import results
 from aiinfra.models.moe import bench as moe_bench
 from aiinfra.models.moe import figures as moe_figures
 from aiinfra.models.moe.balance import BIAS_GAMMA, SWITCH_ALPHA, Z_LOSS_WEIGHT
@@ -216,12 +217,12 @@ def moe_balance_table() -> Table:
 
 def moe_bench_table() -> Table:
     """The stamped CPU timings of the three expert computations."""
-    return replace(moe_bench.moe_bench_table(moe_bench.load()), words=(0, 1))
+    return replace(moe_bench.moe_bench_table(results.load("moe", "cpu")), words=(0, 1))
 
 
 def moe_bench_figure() -> Figure:
     """The same timings against ``T``."""
-    return moe_figures.bench_figure(moe_bench.load())
+    return moe_figures.bench_figure(results.load("moe", "cpu"))
 
 
 def moe_grouped_speedup(over: str, tokens: int) -> float:
@@ -230,7 +231,7 @@ def moe_grouped_speedup(over: str, tokens: int) -> float:
     Raises:
         ValueError: no such row in the stamped file.
     """
-    ms = {(r["impl"], r["tokens"]): r["ms"] for r in moe_bench.load()["rows"]}
+    ms = {(r["impl"], r["tokens"]): r["ms"] for r in results.load("moe", "cpu")["rows"]}
     if (over, tokens) not in ms or ("grouped", tokens) not in ms:
         raise ValueError(f"no timing of {over!r} and 'grouped' at T = {tokens}")
     return ms[(over, tokens)] / ms[("grouped", tokens)]

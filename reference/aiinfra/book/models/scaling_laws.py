@@ -1,6 +1,6 @@
 """What ``docs/models/scaling_laws.rst`` shows: its values, tables, figures.
 
-The fit to the published runs is read from ``docs/_data/scaling-fit.json``, which
+The fit to the published runs is read from the stamped result ``scaling-fit``, which
 ``aiinfra scaling --refit`` writes (the paper's 4,500 starts and 1,000 bootstrap
 resamples take minutes); everything else is computed from the laws at build time.
 """
@@ -13,6 +13,7 @@ from typing import Any
 import torch
 from matplotlib.figure import Figure
 
+from aiinfra import results
 from aiinfra.accelerators import GPUS
 from aiinfra.report import Table
 from aiinfra.scaling import figures, report, stamp
@@ -38,7 +39,7 @@ SECONDS_PER_DAY = 86400
 
 @functools.cache
 def _result() -> dict[str, Any]:
-    return stamp.load_fit()
+    return results.load(stamp.KIND, "cpu")
 
 
 def _fit(key: str = "besiroglu") -> ChinchillaLaw:

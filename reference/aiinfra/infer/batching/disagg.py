@@ -21,16 +21,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
+from aiinfra import checks
 from aiinfra.comm.cost import LinkModel
 from aiinfra.infer.batching.simulator import simulate_continuous
 from aiinfra.infer.step_cost import StepCost
 from aiinfra.infer.trace import Record, Request
-
-
-def _positive(**values: int) -> None:
-    for name, value in values.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
 
 
 def _check_trace(requests: Sequence[Request]) -> None:
@@ -53,7 +48,7 @@ def kv_transfer_time(prompt: int, kv_bytes_per_token: int, link: LinkModel) -> f
         ValueError: a size below 1.
         TypeError: ``link`` is not a :class:`~aiinfra.comm.cost.LinkModel`.
     """
-    _positive(prompt=prompt, kv_bytes_per_token=kv_bytes_per_token)
+    checks.positive_ints(prompt=prompt, kv_bytes_per_token=kv_bytes_per_token)
     if not isinstance(link, LinkModel):
         raise TypeError(f"link must be a LinkModel, got {type(link).__name__}")
     return link.alpha + link.beta * prompt * kv_bytes_per_token
@@ -107,7 +102,7 @@ def simulate_colocated(
             :func:`~aiinfra.infer.batching.simulator.simulate_continuous`.
         TypeError: ``requests`` is not a non-empty sequence of :class:`Request`.
     """
-    _positive(n_gpus=n_gpus)
+    checks.positive_ints(n_gpus=n_gpus)
     _check_trace(requests)
     return _round_robin(requests, n_gpus, cost, max_batch, kv_capacity, token_budget)
 
@@ -145,7 +140,7 @@ def simulate_disaggregated(
         TypeError: ``requests`` is not a non-empty sequence of :class:`Request`,
             or ``link`` is not a :class:`~aiinfra.comm.cost.LinkModel`.
     """
-    _positive(n_prefill=n_prefill, n_decode=n_decode)
+    checks.positive_ints(n_prefill=n_prefill, n_decode=n_decode)
     _check_trace(requests)
     kv_transfer_time(1, kv_bytes_per_token, link)  # checks the link and the bytes
     # region disaggregate

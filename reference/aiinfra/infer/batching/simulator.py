@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from aiinfra import checks
 from aiinfra.infer.step_cost import Chunk, StepCost
 from aiinfra.infer.trace import Record, Request
 
@@ -40,8 +41,7 @@ class SimResult:
 
 def _check(requests: Sequence[Request], max_batch: int, kv_capacity: int) -> None:
     for name, value in (("max_batch", max_batch), ("kv_capacity", kv_capacity)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        checks.positive_int(name, value)
     if not requests or not all(isinstance(r, Request) for r in requests):
         raise TypeError("requests must be a non-empty sequence of Request")
     worst = max(requests, key=lambda r: r.prompt + r.output)

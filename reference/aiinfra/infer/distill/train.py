@@ -11,30 +11,26 @@ next tokens), one on :func:`~aiinfra.infer.distill.loss.distillation_loss` with 
 teacher's logits (Hinton et al. 2015). Every model's cross-entropy on held-out
 sequences is recorded as it trains; the chain's own cross-entropy on them (its true
 probabilities) is the floor. A sequence's first token is uniform, so a mask drops
-the first prediction from every loss. ``aiinfra distill --out PATH`` runs
-:func:`stamp_distillation` (well under a minute on two CPU cores).
+the first prediction from every loss. ``aiinfra distill`` runs
+:func:`run_distillation` (well under a minute on two CPU cores); its stamped result
+is the kind ``distillation`` of :mod:`aiinfra.results`.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, fields
-from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from aiinfra import progress
 from aiinfra.infer.distill.loss import distillation_loss
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.transformer import Transformer
-from aiinfra.results import machine_stamp
 
-# The book's copy, when the package runs from its repository.
-DEFAULT_PATH = (
-    Path(__file__).resolve().parents[4] / "docs" / "_data" / "distillation.json"
-)
+KIND = "distillation"  # its kind of aiinfra.results
 MODELS = ("teacher", "labels", "distilled")  # the three training runs
 
 
@@ -187,7 +183,7 @@ def train(
     mask = torch.ones(c.batch, c.seq_len - 1, dtype=torch.bool)
     mask[:, 0] = False  # position 0 predicts the second token, which is uniform
     curve = [heldout_loss(model, heldout)]
-    for step in range(1, steps + 1):
+    for step in progress.track(range(1, steps + 1), "training steps"):
         x = data[torch.randint(0, len(data), (c.batch,), generator=g)]  # (B, T)
         z = model(x[:, :-1])  # (B, T - 1, V)
         if teacher is None:
@@ -266,28 +262,3 @@ def _run(c: DistillRunConfig) -> dict[str, Any]:
         "final": {k: v[-1] for k, v in curves.items()},
         "best": {k: min(v) for k, v in curves.items()},
     }
-
-
-def stamp_distillation(path: str | Path = DEFAULT_PATH) -> Path:
-    """Run :func:`run_distillation` with the book's config and write it as JSON."""
-    result = run_distillation()
-    stamp = machine_stamp(1, "cpu")
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"stamp": stamp, **result}, indent=1) + "\n")
-    return out
-
-
-def load_distillation(path: str | Path = DEFAULT_PATH) -> dict[str, Any]:
-    """Read a result of :func:`stamp_distillation`.
-
-    Raises:
-        FileNotFoundError: no file; the message names the command that makes it.
-    """
-    file = Path(path)
-    if not file.is_file():
-        raise FileNotFoundError(
-            f"no distillation results at {file}: make them with "
-            f"`aiinfra distill --out {file}`"
-        )
-    return json.loads(file.read_text())

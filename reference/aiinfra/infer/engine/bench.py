@@ -11,25 +11,23 @@ Three runs of the real :class:`~aiinfra.infer.engine.core.Engine` on one random 
   other, with the prefix cache on and off: prompt tokens computed and TTFT.
 
 Greedy decoding makes every run produce the same tokens for a request, which the
-result records. ``aiinfra bench engine`` stamps ``docs/_data/bench/engine-cpu.json``.
+result records. ``aiinfra bench engine --stamp`` stores ``engine-cpu.json``.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
 
-from aiinfra import results
+from aiinfra import checks, progress, results
 from aiinfra.infer.engine.core import Engine, SamplingParams
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.transformer import Transformer
 from aiinfra.report import Table
 
-FILE = "engine-cpu.json"
 _SIZES = (
     *("d_model", "n_layers", "n_heads", "n_kv_heads", "vocab_size", "requests"),
     *("prompt_min", "prompt_max", "output_min", "output_max", "static_batch"),
@@ -70,9 +68,7 @@ class EngineBenchConfig:
 
     def __post_init__(self) -> None:
         for name in _SIZES:
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+            checks.positive_int(name, getattr(self, name))
         for low, high in (("prompt_min", "prompt_max"), ("output_min", "output_max")):
             if getattr(self, low) > getattr(self, high):
                 raise ValueError(
@@ -168,7 +164,7 @@ def run_bench(cfg: EngineBenchConfig) -> dict[str, Any]:
     try:
         _serve(_engine(model, cfg, 4), trace[:4])  # warm-up
         sweep = {}
-        for s in cfg.batch_sizes:
+        for s in progress.track(cfg.batch_sizes, "max_num_seqs"):
             sweep[s] = _serve(
                 _engine(model, cfg, s, enable_prefix_caching=False), trace
             )
@@ -276,20 +272,6 @@ def step_time_fit(res: dict[str, Any]) -> tuple[float, float]:
     return my - b * mx, b
 
 
-def write(body: dict[str, Any], path: str | Path | None = None) -> Path:
-    """Stamp ``body`` (machine, date, versions) and write it; returns the path."""
-    return results.write("engine", body, backend="cpu", world_size=1, path=path)
-
-
-def load(path: str | Path | None = None) -> dict[str, Any]:
-    """Read the stamped file (default: the book's ``engine-cpu.json``).
-
-    Raises:
-        FileNotFoundError: no file; the message names the command that writes it.
-    """
-    return results.load("engine", "cpu", path)
-
-
 def _stamp(res: dict[str, Any]) -> str:
     st, c = res["stamp"], res["config"]
     return (
@@ -297,6 +279,30 @@ def _stamp(res: dict[str, Any]) -> str:
         f"G = {c['n_kv_heads']}, fp32, blocks of {c['block_size']}, token budget "
         f"{c['token_budget']}; {c['threads']} thread(s) on "
         f"{results.machine_label(st)}; torch {st['torch']}; {st['date']}"
+    )
+
+
+def sweep_table(res: dict[str, Any]) -> Table:
+    """The batch sweep: the same requests served at each ``max_num_seqs``."""
+    rows = [
+        [
+            int(s),
+            run["steps"],
+            round(run["seconds"], 2),
+            round(run["tokens_per_s"]),
+            round(run["mean_latency_s"], 2),
+        ]
+        for s, run in sorted(res["sweep"].items(), key=lambda kv: int(kv[0]))
+    ]
+    note = (
+        "The same requests, all queued at once, greedy, served with continuous "
+        "batching of at most max_num_seqs sequences per step."
+    )
+    return Table(
+        ["max_num_seqs", "steps", "seconds", "tokens/s", "mean latency (s)"],
+        rows,
+        note,
+        _stamp(res),
     )
 
 

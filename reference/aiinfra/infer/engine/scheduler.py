@@ -24,7 +24,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from aiinfra.infer.paged.block_allocator import BlockAllocator, check_positive_ints
+from aiinfra import checks
+from aiinfra.checks import is_int
+from aiinfra.infer.paged.block_allocator import BlockAllocator
 
 
 class RequestError(ValueError):
@@ -55,25 +57,20 @@ class SamplingParams:
     def __post_init__(self) -> None:
         for name in ("temperature", "top_p"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float):
+            if not checks.is_number(value):
                 raise TypeError(f"{name} must be a number, got {value!r}")
-        checks = (
+        rules = (
             ("max_tokens", is_int(self.max_tokens) and self.max_tokens >= 1, ">= 1"),
             ("temperature", self.temperature >= 0, ">= 0"),
             ("top_p", 0 < self.top_p <= 1, "in (0, 1]"),
             ("top_k", self.top_k is None or self.top_k >= 1, ">= 1 or None"),
             ("stop_token_ids", all(t >= 0 for t in self.stop_token_ids), ">= 0"),
         )
-        for name, ok, rule in checks:
+        for name, ok, rule in rules:
             if not ok:
                 raise RequestError(
                     f"{name} must be {rule}, got {getattr(self, name)}", name
                 )
-
-
-def is_int(value: object) -> bool:
-    """Whether ``value`` is an int and not a bool."""
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 @dataclass(eq=False)
@@ -148,7 +145,7 @@ class Scheduler:
         max_num_batched_tokens: int,
         chunked_prefill: bool = True,
     ) -> None:
-        check_positive_ints(
+        checks.positive_ints(
             max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens
         )
         self.allocator, self.chunked_prefill = allocator, chunked_prefill

@@ -19,7 +19,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from aiinfra.models.attention.kv_cache_size import elements_per_token
+from aiinfra import checks
+from aiinfra.models.attention.kv_cache_size import kv_bytes_per_token
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.flops import attention_flops_per_token, matmul_parameters
 from aiinfra.models.params import count_parameters
@@ -45,10 +46,7 @@ def check_prompt(model: Transformer, prompt: Tensor, max_new_tokens: int) -> Non
     V = model.config.vocab_size
     if int(prompt.min()) < 0 or int(prompt.max()) >= V:
         raise ValueError(f"prompt holds token ids outside [0, {V}) (vocab_size)")
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int):
-        raise TypeError(f"max_new_tokens must be an int, got {max_new_tokens!r}")
-    if max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+    checks.positive_int("max_new_tokens", max_new_tokens)
     total = prompt.shape[1] + max_new_tokens
     if total > model.config.max_seq_len:
         raise ValueError(
@@ -127,7 +125,7 @@ def decode_step_bytes(
             f"{batch}, {context}, {bytes_per_element}"
         )
     weights = count_parameters(config).total * bytes_per_element
-    cache = batch * context * elements_per_token(config) * bytes_per_element
+    cache = batch * context * kv_bytes_per_token(config, bytes_per_element)
     return weights + cache
 
 

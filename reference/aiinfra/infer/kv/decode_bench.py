@@ -6,25 +6,24 @@ per step) and :func:`~aiinfra.infer.kv.decode.generate_recompute`'s (the whole p
 every step). Each step is timed on its own, so the file holds the time of every
 generated token, and the speed-up after ``n`` tokens is the ratio of the cumulative
 times. The two loops alternate over the repeats and each step keeps its fastest
-repeat (the least disturbed on a shared machine). ``aiinfra bench decode`` stamps
-the result into ``docs/_data/bench/decode-cpu.json``.
+repeat (the least disturbed on a shared machine). ``aiinfra bench decode --stamp``
+stores the result as ``docs/_data/bench/decode-cpu.json``.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
 
-from aiinfra import results
+from aiinfra import checks, progress, results
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.transformer import Transformer, generate_greedy
 from aiinfra.report import Table
+from aiinfra.timing import note_spread
 
-FILE = "decode-cpu.json"
 _SIZES = (
     *("d_model", "n_layers", "n_heads", "n_kv_heads", "vocab_size", "prompt_len"),
     *("new_tokens", "batch", "repeats", "threads"),
@@ -54,8 +53,7 @@ class DecodeBenchConfig:
     def __post_init__(self) -> None:
         for name in _SIZES:
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+            checks.positive_int(name, value)
         if not self.report_at or not all(
             1 <= n <= self.new_tokens for n in self.report_at
         ):
@@ -131,22 +129,26 @@ def run_bench(
     torch.set_num_threads(cfg.threads)
     best = {"cached": [float("inf")] * cfg.new_tokens}
     best["recompute"] = list(best["cached"])
-    outputs = {}
+    outputs: dict[str, Any] = {}
+    totals: dict[str, list[float]] = {"cached": [], "recompute": []}
     try:
         with torch.no_grad():
             _timed_cached(model, prompt, 4)  # warm-up
-            for _ in range(cfg.repeats):
+            for _ in progress.track(range(cfg.repeats), "repeats"):
                 for name, loop in (
                     ("cached", _timed_cached),
                     ("recompute", _timed_recompute),
                 ):
                     outputs[name], seconds = loop(model, prompt, cfg.new_tokens)
+                    totals[name].append(sum(seconds))
                     best[name] = [
                         min(a, b) for a, b in zip(best[name], seconds, strict=True)
                     ]
             reference = generate_greedy(model, prompt, cfg.new_tokens)
     finally:
         torch.set_num_threads(threads)
+    for seconds in totals.values():
+        note_spread(seconds)
     same = all(torch.equal(t, reference) for t in outputs.values())
     return {
         "config": asdict(cfg) | {"dtype": "float32"},
@@ -165,20 +167,6 @@ def speedup(res: dict[str, Any], n: int) -> float:
     if not 1 <= n <= len(res["cached_s"]):
         raise ValueError(f"n must be in 1..{len(res['cached_s'])}, got {n}")
     return sum(res["recompute_s"][:n]) / sum(res["cached_s"][:n])
-
-
-def write(body: dict[str, Any], path: str | Path | None = None) -> Path:
-    """Stamp ``body`` (machine, date, versions) and write it; returns the path."""
-    return results.write("decode", body, backend="cpu", world_size=1, path=path)
-
-
-def load(path: str | Path | None = None) -> dict[str, Any]:
-    """Read the stamped file (default: the book's ``decode-cpu.json``).
-
-    Raises:
-        FileNotFoundError: no file; the message names the command that writes it.
-    """
-    return results.load("decode", "cpu", path)
 
 
 def decode_bench_table(res: dict[str, Any]) -> Table:

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import torch
 
-from aiinfra.infer.paged.block_allocator import check_positive_ints
+from aiinfra import checks
 
 
 def _check_table(name: str, table: Sequence[int], num_blocks: int) -> None:
@@ -48,7 +48,7 @@ class PagedKVCache:
         dtype: torch.dtype = torch.float32,
         device: torch.device | str = "cpu",
     ) -> None:
-        check_positive_ints(
+        checks.positive_ints(
             num_blocks=num_blocks,
             block_size=block_size,
             num_kv_heads=num_kv_heads,

@@ -15,12 +15,7 @@ pool needs them again (evicted least recently freed first).
 from collections import OrderedDict
 from collections.abc import Sequence
 
-
-def check_positive_ints(**values: object) -> None:
-    """Raise ``ValueError`` naming the first value that is not an int >= 1."""
-    for name, value in values.items():
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+from aiinfra import checks
 
 
 class OutOfBlocksError(RuntimeError):
@@ -55,7 +50,7 @@ class BlockAllocator:
     def __init__(
         self, num_blocks: int, block_size: int, enable_prefix_caching: bool = True
     ) -> None:
-        check_positive_ints(num_blocks=num_blocks, block_size=block_size)
+        checks.positive_ints(num_blocks=num_blocks, block_size=block_size)
         self.num_blocks = num_blocks
         self.block_size = block_size
         self.enable_prefix_caching = enable_prefix_caching

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from aiinfra.infer.paged.block_allocator import BlockAllocator, check_positive_ints
+from aiinfra import checks
+from aiinfra.infer.paged.block_allocator import BlockAllocator
 from aiinfra.infer.paged.waste import reserved_slots
 
 if TYPE_CHECKING:
@@ -31,7 +32,7 @@ def draw_lengths(
     Returns:
         ``(prompt_lens, output_lens)``, each of shape ``(num_requests,)``.
     """
-    check_positive_ints(
+    checks.positive_ints(
         num_requests=num_requests,
         max_prompt_len=max_prompt_len,
         max_output_len=max_output_len,
@@ -170,7 +171,7 @@ def prefix_sharing_blocks(
         ``(blocks without prefix caching, blocks with it, prompt tokens served from
         the cache)``.
     """
-    check_positive_ints(
+    checks.positive_ints(
         num_requests=num_requests,
         system_len=system_len,
         max_user_len=max_user_len,
@@ -201,7 +202,7 @@ def parallel_sampling_blocks(
     Returns:
         ``(blocks as separate sequences, blocks when forked, copy-on-write copies)``.
     """
-    check_positive_ints(
+    checks.positive_ints(
         num_samples=num_samples,
         prompt_len=prompt_len,
         output_len=output_len,

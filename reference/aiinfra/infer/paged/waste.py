@@ -6,41 +6,15 @@ past the request's final length ``L = L_p + L_o`` (prompt plus output) is reserv
 never holds a token. Reserving the next power of two of the output length (Orca's
 "Pow2" policy) halves the waste but still over-reserves up to ``2x``. Paged allocation
 (Kwon et al. 2023) takes one block of ``B`` tokens at a time, so a sequence wastes only
-the unused slots of its last block, ``ceil(L / B) * B - L < B``. The per-token size is
-``2 * n_layers * G * d * bytes`` (K and V of every layer).
+the unused slots of its last block, ``ceil(L / B) * B - L < B``. Slots become bytes
+through :func:`~aiinfra.models.attention.kv_cache_size.kv_bytes_per_token`.
 """
 
 from dataclasses import dataclass
 
 import torch
 
-from aiinfra.infer.paged.block_allocator import check_positive_ints
-
-
-def kv_bytes_per_token(
-    num_layers: int, num_kv_heads: int, head_dim: int, dtype_bytes: int
-) -> int:
-    """Bytes of K and V one token occupies across all layers.
-
-    Args:
-        num_layers: transformer layers.
-        num_kv_heads: KV heads ``G``.
-        head_dim: head size ``d``.
-        dtype_bytes: bytes per element (2 for fp16/bf16).
-
-    Returns:
-        ``2 * num_layers * num_kv_heads * head_dim * dtype_bytes``.
-
-    Raises:
-        ValueError: if an argument is below 1.
-    """
-    check_positive_ints(
-        num_layers=num_layers,
-        num_kv_heads=num_kv_heads,
-        head_dim=head_dim,
-        dtype_bytes=dtype_bytes,
-    )
-    return 2 * num_layers * num_kv_heads * head_dim * dtype_bytes
+from aiinfra import checks
 
 
 @dataclass(frozen=True)
@@ -138,7 +112,8 @@ def request_stream_waste(
         max_output_len: outputs are uniform on ``1 .. max_output_len``; the contiguous
             reservation is ``L_max = max_prompt_len + max_output_len``.
         block_size: tokens per block ``B``.
-        bytes_per_token: from :func:`kv_bytes_per_token`.
+        bytes_per_token: from
+            :func:`~aiinfra.models.attention.kv_cache_size.kv_bytes_per_token`.
         generator: the random source (for reproducible streams).
 
     Returns:
@@ -147,7 +122,7 @@ def request_stream_waste(
     Raises:
         ValueError: if a count or length is below 1.
     """
-    check_positive_ints(
+    checks.positive_ints(
         num_requests=num_requests,
         max_prompt_len=max_prompt_len,
         max_output_len=max_output_len,

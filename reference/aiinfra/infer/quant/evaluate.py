@@ -13,26 +13,24 @@ the model with its held-out perplexity.
 from __future__ import annotations
 
 import copy
-import json
 import math
 from dataclasses import asdict, dataclass, field
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from aiinfra import progress
 from aiinfra.infer.quant.awq import awq_search, awq_weight
 from aiinfra.infer.quant.gptq import gptq_hessian, gptq_quantize
 from aiinfra.infer.quant.rtn import SCHEMES, dequantize, quantize
 from aiinfra.infer.quant.smoothquant import W8A8Linear, smoothing_scales
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.transformer import Transformer
-from aiinfra.results import machine_stamp
 
-DEFAULT_PATH = Path(__file__).resolve().parents[4] / "docs/_data/quant-eval.json"
+KIND = "quant-eval"  # its kind of aiinfra.results
 ERRORS = ("weight_err", "output_err")  # relative Frobenius errors, per layer
 METHODS = ("float", "rtn", "awq", "gptq", "w8a8", "smoothquant")
 # (method, bits, group_size) of the book's table; group None: one scale per row.
@@ -115,7 +113,7 @@ def train_model(
         for p in (p for p in model.parameters() if p.dim() == 2):
             p.normal_(0.0, 0.02, generator=generator)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
-    for step in range(cfg.steps):
+    for step in progress.track(range(cfg.steps), "training steps"):
         for group in opt.param_groups:  # cosine decay to 10 %
             group["lr"] = cfg.lr * (0.55 + 0.45 * math.cos(math.pi * step / cfg.steps))
         x = sample_language(tables, cfg.batch, cfg, generator)
@@ -267,7 +265,7 @@ def run_quant_eval(
     calib = sample_language(tables, cfg.calib_seqs, cfg, g)
     heldout = sample_language(tables, cfg.heldout_seqs, cfg, g)
     rows, layers = [], {}
-    for method, bits, group in runs:
+    for method, bits, group in progress.track(runs, "quantized models"):
         qmodel = quantize_model(model, (method, bits, group), calib, cfg)
         errs = _layer_errors(model, qmodel, heldout, cfg.quantize_head)
         key = f"{method}-w{bits}" + ("" if group is None else f"-g{group}")
@@ -288,13 +286,3 @@ def true_perplexity(tables: Tensor, tokens: Tensor, cfg: QuantEvalConfig) -> flo
     p2 = ((tables[1, tokens[:, :-2]] == nxt).double() * zipf).sum(-1)
     nll = -((1 - p_skip) * p1 + p_skip * p2).log().sum() + n * math.log(V)
     return math.exp(float(nll) / (n * (T - 1)))
-
-
-def stamp_quant_eval(
-    path: str | Path = DEFAULT_PATH, cfg: QuantEvalConfig | None = None
-) -> Path:
-    """Run :func:`run_quant_eval` and write it, machine-stamped, as JSON."""
-    body = {"stamp": machine_stamp(1, "cpu")} | run_quant_eval(cfg)
-    (out := Path(path)).parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(body, indent=1) + "\n")
-    return out

@@ -23,9 +23,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from aiinfra import checks
 from aiinfra.accelerators import Gpu
 from aiinfra.infer.quant.rtn import check_float_tensor
-from aiinfra.models.attention.kv_cache_size import elements_per_token
+from aiinfra.models.attention.kv_cache_size import kv_bytes_per_token
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.kv_budget import kv_budget
 
@@ -151,11 +152,15 @@ def kv_attention_error(q: Tensor, k: Tensor, v: Tensor, fmt: str) -> float:
     return (ours - ref).abs().max().item()
 
 
-def kv_bytes_per_token(c: TransformerConfig, fmt: str, scale_bytes: int = 4) -> int:
-    """Bytes of cache per token over all layers, scales included.
+def quantized_bytes_per_token(
+    c: TransformerConfig, fmt: str, scale_bytes: int = 4
+) -> int:
+    """Bytes of a ``fmt`` cache per token over all layers, scales included.
 
-    int8 adds one scale per token, layer and cached head (keys and values apart;
-    MLA's latent is one "head"); fp8's per-tensor scales are negligible.
+    The codes are :func:`~aiinfra.models.attention.kv_cache_size.kv_bytes_per_token`
+    at the format's size; int8 adds one scale per token, layer and cached head
+    (keys and values apart; MLA's latent is one "head"); fp8's per-tensor scales
+    are negligible.
 
     Args:
         c: the model.
@@ -166,13 +171,8 @@ def kv_bytes_per_token(c: TransformerConfig, fmt: str, scale_bytes: int = 4) -> 
         ValueError: ``fmt`` unknown or ``scale_bytes`` not a positive integer.
     """
     _check_fmt(fmt, KV_FORMATS)
-    if (
-        isinstance(scale_bytes, bool)
-        or not isinstance(scale_bytes, int)
-        or scale_bytes < 1
-    ):
-        raise ValueError(f"scale_bytes must be a positive integer, got {scale_bytes!r}")
-    codes = elements_per_token(c) * CODE_BYTES[fmt]
+    checks.positive_int("scale_bytes", scale_bytes)
+    codes = kv_bytes_per_token(c, CODE_BYTES[fmt])
     if fmt != "int8":
         return codes
     heads = 1 if c.is_mla else 2 * c.n_kv_heads  # scales per token and layer
@@ -192,7 +192,7 @@ def kv_tokens(
     HBMs minus the weights, nothing reserved (an upper bound).
 
     Raises:
-        ValueError: as :func:`kv_bytes_per_token` and ``kv_budget``.
+        ValueError: as :func:`quantized_bytes_per_token` and ``kv_budget``.
     """
     free = kv_budget(c, gpu, n_gpus, bytes_per_weight=bytes_per_weight).free_bytes
-    return max(free, 0) // kv_bytes_per_token(c, fmt)
+    return max(free, 0) // quantized_bytes_per_token(c, fmt)

@@ -30,6 +30,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from aiinfra import checks
 from aiinfra.accelerators import Gpu
 from aiinfra.infer.quant.rtn import QuantizedLinear, check_float_tensor
 from aiinfra.infer.step_cost import fused_step, roof_time
@@ -104,11 +105,6 @@ def _weight_only_matmul(
     )
 
 
-def _check_block(name: str, b: int) -> None:
-    if not isinstance(b, int) or b < 16 or b & (b - 1):
-        raise ValueError(f"{name} must be a power of two >= 16, got {b!r}")
-
-
 def weight_only_matmul(
     x: Tensor,
     codes: Tensor,
@@ -171,7 +167,7 @@ def weight_only_matmul(
     cpu = x.device.type == "cpu"
     block_n, block_k = block_n or (16 if cpu else 64), block_k or (16 if cpu else 64)
     for name, b in (("block_m", block_m), ("block_n", block_n), ("block_k", block_k)):
-        _check_block(name, b)
+        checks.power_of_two(name, b, 16)
     if cpu and type(_weight_only_matmul).__name__ != "InterpretedFunction":
         raise RuntimeError(
             "Triton runs CPU tensors only in its interpreter: set "
@@ -269,8 +265,7 @@ def decode_step_time(
             f"weights must be one of {list(WEIGHT_FORMATS)}, got {weights!r}"
         )
     for name, v in (("batch", batch), ("context", context), ("group_size", group_size)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name} must be a positive integer, got {v!r}")
+        checks.positive_int(name, v)
     bits, fmt = WEIGHT_FORMATS[weights]
     group = group_size if weights in ("int8", "int4") else None  # scales
     cached = batch * context  # each query meets its sequence's cache, read once

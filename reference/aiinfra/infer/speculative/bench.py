@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from aiinfra import results
+from aiinfra import progress
 from aiinfra.infer.distill.train import (
     DistillRunConfig,
     markov_language,
@@ -35,8 +34,8 @@ from aiinfra.infer.speculative.cached import speculative_generate_cached
 from aiinfra.infer.speculative.decoding import _law, acceptance_rate
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.transformer import Transformer
+from aiinfra.timing import note_spread
 
-FILE = "speculative-cpu.json"
 SEQ_LEN = 32  # tokens per training sequence
 
 
@@ -135,12 +134,13 @@ def mean_acceptance(
 
 
 def _best_seconds(fn: Any, repeats: int = 20) -> float:
-    best = float("inf")
+    times = []
     for _ in range(repeats):
         start = time.perf_counter()
         fn()
-        best = min(best, time.perf_counter() - start)
-    return best
+        times.append(time.perf_counter() - start)
+    note_spread(times)
+    return min(times)
 
 
 @torch.no_grad()
@@ -190,7 +190,7 @@ def run_speculative_bench(cfg: SpeculativeBenchConfig | None = None) -> dict[str
             for k in cfg.ks
         }
         alphas: dict[int, list[float]] = {k: [] for k in cfg.ks}
-        for r in range(cfg.repeats):
+        for r in progress.track(range(cfg.repeats), "repeats"):
             for i, prompt in enumerate(prompts):
                 seed = 1000 * r + i
                 start = time.perf_counter()
@@ -239,28 +239,3 @@ def run_speculative_bench(cfg: SpeculativeBenchConfig | None = None) -> dict[str
         "baseline": {"seconds": base_s, "tokens": decoded},
         "rows": table,
     }
-
-
-def stamp_speculative_bench(
-    path: str | Path | None = None, cfg: SpeculativeBenchConfig | None = None
-) -> Path:
-    """Run :func:`run_speculative_bench` and write it, stamped, as JSON.
-
-    Args:
-        path: the file (default: the book's ``docs/_data/bench/speculative-cpu.json``).
-        cfg: the experiment (default: the book's).
-    """
-    body = run_speculative_bench(cfg)
-    threads = {"threads": body["config"]["threads"]}
-    return results.write(
-        "speculative", body, backend="cpu", world_size=1, path=path, extra_stamp=threads
-    )
-
-
-def load_speculative_bench(path: str | Path | None = None) -> dict[str, Any]:
-    """Read a result of :func:`stamp_speculative_bench` (default: the book's).
-
-    Raises:
-        FileNotFoundError: no file; the message names the command that makes it.
-    """
-    return results.load("speculative", "cpu", path)

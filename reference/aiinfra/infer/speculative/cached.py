@@ -20,6 +20,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from aiinfra import checks
 from aiinfra.infer.speculative.decoding import SpeculativeResult, _law, verify
 from aiinfra.models.attention.gqa import KVCache
 from aiinfra.models.transformer import Transformer
@@ -72,8 +73,7 @@ def _check(
             f"prompt must have shape (1, T) with T >= 1, got {tuple(prompt.shape)}"
         )
     for name, value in (("max_new_tokens", max_new_tokens), ("k", k)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        checks.positive_int(name, value)
     if not temperature >= 0:
         raise ValueError(f"temperature must be >= 0, got {temperature}")
     longest = prompt.shape[1] + max_new_tokens - 1 + k  # the target's last input

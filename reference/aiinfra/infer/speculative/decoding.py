@@ -21,6 +21,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from aiinfra import checks
+
 PROB_ATOL = 1e-4  # how far from 1 a row of probabilities may sum
 
 
@@ -81,8 +83,7 @@ def expected_tokens_per_call(alpha: float, k: int) -> float:
     """
     if not 0 <= alpha <= 1:
         raise ValueError(f"alpha must be in [0, 1], got {alpha}")
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"k must be an integer >= 1, got {k!r}")
+    checks.positive_int("k", k)
     if alpha == 1:
         return float(k + 1)
     return (1 - alpha ** (k + 1)) / (1 - alpha)
@@ -223,8 +224,7 @@ def speculative_generate(
         )
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"k must be an integer >= 1, got {k!r}")
+    checks.positive_int("k", k)
     if temperature < 0:
         raise ValueError(f"temperature must be >= 0, got {temperature}")
     longest = prompt.shape[1] + max_new_tokens - 1 + k

@@ -14,8 +14,9 @@ the other factor of the FLOPs a kernel executes, its matrix products per pair.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from aiinfra import checks
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.flops import DENSE_MODELS, matmul_parameters
 from aiinfra.models.presets import preset
@@ -47,8 +48,8 @@ def attended_pairs(seq_len: int, convention: str = "full", window: int = 0) -> i
         ValueError: ``seq_len`` not a positive integer, ``window`` negative, or an
             unknown ``convention``.
     """
-    _check_int("seq_len", seq_len, 1)
-    _check_int("window", window, 0)
+    checks.positive_int("seq_len", seq_len)
+    checks.non_negative_int("window", window)
     if convention not in CONVENTIONS:
         raise ValueError(f"convention must be one of {CONVENTIONS}, got {convention!r}")
     T = seq_len
@@ -183,8 +184,3 @@ def share_figure(max_log2: int = 17, curves: tuple = SHARE_CURVES) -> Figure:
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
     return fig
-
-
-def _check_int(name: str, value: Any, low: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from aiinfra import checks
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.presets import preset
 from aiinfra.models.transformer import make_attention
@@ -57,6 +58,27 @@ def elements_per_token(c: TransformerConfig) -> int:
     return 2 * c.n_kv_heads * c.head_dim * c.n_layers  # 2 n_g d_h l
 
 
+def kv_bytes_per_token(c: TransformerConfig, bytes_per_element: float = 2) -> float:
+    """Bytes cached per token over all layers: elements times the element's size.
+
+    The one count of a cache's size in the package: the KV budget, the step cost,
+    the paged allocator's waste and the quantized caches (their codes) all use it.
+
+    Args:
+        c: the model (MHA, GQA, MQA or MLA).
+        bytes_per_element: 2 for a bf16/fp16 cache, 1 for fp8 or int8 codes.
+
+    Returns:
+        :func:`elements_per_token` times ``bytes_per_element`` (an int for an int
+        size).
+
+    Raises:
+        ValueError: ``bytes_per_element`` is not a finite number > 0.
+    """
+    checks.positive("bytes_per_element", bytes_per_element)
+    return elements_per_token(c) * bytes_per_element
+
+
 def measured_elements_per_token(
     c: TransformerConfig, n_layers: int = 2, seq_len: int = 4
 ) -> int:
@@ -73,7 +95,7 @@ def measured_elements_per_token(
     Raises:
         ValueError: ``n_layers`` or ``seq_len`` is not a positive integer.
     """
-    _check_positive(n_layers=n_layers, seq_len=seq_len)
+    checks.positive_ints(n_layers=n_layers, seq_len=seq_len)
     narrow = dataclasses.replace(
         c, d_model=16, q_lora_rank=min(c.q_lora_rank, 16), max_seq_len=seq_len
     )
@@ -133,7 +155,7 @@ def kv_cache_table(
     Raises:
         ValueError: a name is not a preset, or a size is not a positive integer.
     """
-    _check_positive(bytes_per_element=bytes_per_element, context=context)
+    checks.positive_ints(bytes_per_element=bytes_per_element, context=context)
     rows = []
     for name in names:
         c = preset(name)
@@ -198,7 +220,7 @@ def kv_cache_figure(
     """
     from matplotlib.figure import Figure
 
-    _check_positive(bytes_per_element=bytes_per_element)
+    checks.positive_ints(bytes_per_element=bytes_per_element)
     configs = [preset(name) for name in names]
     cached = [elements_per_token(c) * bytes_per_element / 1024 for c in configs]
     mha = [
@@ -221,9 +243,3 @@ def kv_cache_figure(
     ax.set_xlabel("KiB of cache per token")
     fig.legend(fontsize=7, loc="outside upper center", ncols=2)
     return fig
-
-
-def _check_positive(**sizes: int) -> None:
-    for name, value in sizes.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")

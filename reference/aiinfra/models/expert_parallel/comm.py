@@ -23,6 +23,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
+from aiinfra import checks
 from aiinfra.comm.counter import PAPER_FACTOR, CommCounter
 
 
@@ -40,8 +41,7 @@ def check_expert_split(n_experts: int, ep_size: int) -> int:
         ValueError: either is not a positive integer, or ``p`` does not divide ``E``.
     """
     for name, value in (("n_experts", n_experts), ("ep_size", ep_size)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        checks.positive_int(name, value)
     if n_experts % ep_size:
         raise ValueError(
             f"n_experts = {n_experts} must be divisible by the expert-parallel "

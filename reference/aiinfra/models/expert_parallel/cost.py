@@ -19,14 +19,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from aiinfra import checks
 from aiinfra.comm.cost import Link, pairwise_all_to_all_time
 from aiinfra.models.moe.layer import MoELayer
 from aiinfra.models.moe.spec import MoESpec
-
-
-def _positive(name: str, value: float) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        raise ValueError(f"{name} must be a number > 0, got {value!r}")
 
 
 def dispatch_bytes(
@@ -47,10 +43,13 @@ def dispatch_bytes(
     Raises:
         ValueError: an argument is not > 0.
     """
-    for name, v in (("tokens", tokens), ("top_k", top_k), ("d_model", d_model)):
-        _positive(name, v)
-    _positive("ep_size", ep_size)
-    _positive("element_bytes", element_bytes)
+    checks.positives(
+        tokens=tokens,
+        top_k=top_k,
+        d_model=d_model,
+        ep_size=ep_size,
+        element_bytes=element_bytes,
+    )
     return tokens * top_k * (ep_size - 1) / ep_size * d_model * element_bytes
 
 
@@ -81,9 +80,8 @@ def ep_all_to_all_time(
         ValueError: ``p`` or ``local_size`` < 1, ``n`` < 0, or ``local_size`` does
             not divide ``p`` when ``p > local_size``.
     """
-    if isinstance(local_size, bool) or not isinstance(local_size, int):
-        raise ValueError(f"local_size must be an int >= 1, got {local_size!r}")
-    if local_size < 1 or (p > local_size and p % local_size):
+    checks.positive_int("local_size", local_size)
+    if p > local_size and p % local_size:
         raise ValueError(f"local_size ({local_size}) must divide p ({p}) across nodes")
     inside = min(p, local_size)  # ranks of this node in the group
     # The pairwise model prices (q - 1) steps of n/q bytes; scale to n/p per step.
@@ -134,12 +132,10 @@ def nodes_reached(
         ValueError: ``n_nodes`` does not divide ``E``, or ``tokens`` < 1.
     """
     E = spec.n_experts
-    if isinstance(n_nodes, bool) or not isinstance(n_nodes, int) or n_nodes < 1:
-        raise ValueError(f"n_nodes must be an int >= 1, got {n_nodes!r}")
+    checks.positive_int("n_nodes", n_nodes)
     if E % n_nodes:
         raise ValueError(f"n_nodes ({n_nodes}) must divide n_experts ({E})")
-    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1:
-        raise ValueError(f"tokens must be an int >= 1, got {tokens!r}")
+    checks.positive_int("tokens", tokens)
     layer = _RouterOnly(spec)
     logits = torch.randn(tokens, E, generator=generator)  # (T, E)
     with torch.no_grad():

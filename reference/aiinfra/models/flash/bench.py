@@ -27,9 +27,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from aiinfra import progress
 from aiinfra.models.flash.attention import flash_attention, standard_attention
 from aiinfra.models.flash.memory import PeakMemory
 from aiinfra.report import Table
+from aiinfra.timing import note_spread
 
 IMPLEMENTATIONS = ("standard", "tiled", "triton", "sdpa")
 PASSES = ("forward", "forward+backward")
@@ -165,6 +167,7 @@ def measure(
         call()
         _sync(device)
         times.append(1e3 * (time.perf_counter() - start))
+    note_spread(times)
     if device == "cuda":
         base = torch.cuda.memory_allocated()
         torch.cuda.reset_peak_memory_stats()
@@ -192,24 +195,28 @@ def run_bench(cfg: AttentionBenchConfig) -> dict[str, Any]:
     """
     rows = []
     dtype = DTYPES[cfg.dtype]
-    for backward in [p == "forward+backward" for p in cfg.passes]:
-        for n in cfg.seq_lens:
-            shape = (cfg.batch, cfg.heads, n, cfg.head_dim)  # (B, H, N, d)
-            flops = 4 * cfg.batch * cfg.heads * n * n * cfg.head_dim
-            flops *= (0.5 if cfg.causal else 1) * (2.5 if backward else 1)
-            for impl in cfg.impls:
-                fn = _attention_fn(impl, cfg.causal, cfg.block)
-                ms, peak = measure(fn, shape, dtype, cfg.device, backward, cfg.repeats)
-                rows.append(
-                    {
-                        "impl": impl,
-                        "pass": PASSES[backward],
-                        "N": n,
-                        "ms": _sig(ms),
-                        "peak_mib": _sig(peak / 2**20),
-                        "tflops": _sig(flops / ms / 1e9),
-                    }
-                )
+    points = [
+        (backward, n)
+        for backward in [p == "forward+backward" for p in cfg.passes]
+        for n in cfg.seq_lens
+    ]
+    for backward, n in progress.track(points, "passes x lengths"):
+        shape = (cfg.batch, cfg.heads, n, cfg.head_dim)  # (B, H, N, d)
+        flops = 4 * cfg.batch * cfg.heads * n * n * cfg.head_dim
+        flops *= (0.5 if cfg.causal else 1) * (2.5 if backward else 1)
+        for impl in cfg.impls:
+            fn = _attention_fn(impl, cfg.causal, cfg.block)
+            ms, peak = measure(fn, shape, dtype, cfg.device, backward, cfg.repeats)
+            rows.append(
+                {
+                    "impl": impl,
+                    "pass": PASSES[backward],
+                    "N": n,
+                    "ms": _sig(ms),
+                    "peak_mib": _sig(peak / 2**20),
+                    "tflops": _sig(flops / ms / 1e9),
+                }
+            )
     return {"config": asdict(cfg), "rows": rows}
 
 

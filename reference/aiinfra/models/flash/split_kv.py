@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
+from aiinfra import checks
 from aiinfra.models.flash.online_softmax import merge
 
 if TYPE_CHECKING:  # drawing needs matplotlib (the docs extra); computing does not
@@ -31,12 +32,6 @@ if TYPE_CHECKING:  # drawing needs matplotlib (the docs extra); computing does n
 
 FA2_FULL = 0.8  # num_splits_heuristic: B G programs on 80% of the SMs need no split
 FA2_SHARE = 0.85  # ... else the fewest chunks within 85% of the best efficiency
-
-
-def _positive(**values: int) -> None:
-    for name, value in values.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
 
 
 def partial_attention(q: Tensor, k: Tensor, v: Tensor, scale: float) -> tuple:
@@ -112,10 +107,7 @@ def split_kv_attention(
             f"shapes do not fit: q {tuple(q.shape)}, k {tuple(k.shape)}, "
             f"v {tuple(v.shape)}; G must divide H and B, T_kv, d must agree"
         )
-    if isinstance(n_splits, bool) or not isinstance(n_splits, int):
-        raise ValueError(f"n_splits must be an integer, got {n_splits!r}")
-    if not 1 <= n_splits <= S:
-        raise ValueError(f"n_splits must be in [1, T_kv = {S}], got {n_splits}")
+    checks.int_in("n_splits", n_splits, 1, S)  # at most T_kv chunks
     scale = 1 / math.sqrt(D) if scale is None else scale
     rows = q.reshape(B, G, (H // G) * T, D)  # (B, G, (H/G) T, d): a group's heads
     partials = [  # one program per chunk on a GPU, all independent
@@ -144,7 +136,7 @@ def splits_to_fill(batch: int, kv_heads: int, sms: int) -> int:
     Raises:
         ValueError: an argument is not a positive integer.
     """
-    _positive(batch=batch, kv_heads=kv_heads, sms=sms)
+    checks.positive_ints(batch=batch, kv_heads=kv_heads, sms=sms)
     return -(-sms // (batch * kv_heads))
 
 
@@ -165,7 +157,7 @@ def wave_efficiency(programs: int, sms: int) -> float:
     Raises:
         ValueError: an argument is not a positive integer.
     """
-    _positive(programs=programs, sms=sms)
+    checks.positive_ints(programs=programs, sms=sms)
     return programs / (sms * -(-programs // sms))
 
 
@@ -189,7 +181,7 @@ def split_step_time(batch: int, kv_heads: int, sms: int, n_splits: int) -> float
     Raises:
         ValueError: an argument is not a positive integer.
     """
-    _positive(batch=batch, kv_heads=kv_heads, sms=sms, n_splits=n_splits)
+    checks.positive_ints(batch=batch, kv_heads=kv_heads, sms=sms, n_splits=n_splits)
     waves = -(-batch * kv_heads * n_splits // sms)
     return waves / n_splits / -(-batch * kv_heads // sms)
 
@@ -216,7 +208,7 @@ def splits_by_efficiency(
     Raises:
         ValueError: an argument is not a positive integer.
     """
-    _positive(batch=batch, kv_heads=kv_heads, sms=sms, max_splits=max_splits)
+    checks.positive_ints(batch=batch, kv_heads=kv_heads, sms=sms, max_splits=max_splits)
     programs = batch * kv_heads
     if programs >= FA2_FULL * sms:
         return 1
@@ -243,7 +235,7 @@ def split_kv_figure(batch: int, kv_heads: int, sms: int, max_splits: int) -> Fig
     """
     from matplotlib.figure import Figure
 
-    _positive(batch=batch, kv_heads=kv_heads, sms=sms, max_splits=max_splits)
+    checks.positive_ints(batch=batch, kv_heads=kv_heads, sms=sms, max_splits=max_splits)
     counts = list(range(1, max_splits + 1))
     eff = [wave_efficiency(batch * kv_heads * n, sms) for n in counts]
     time = [split_step_time(batch, kv_heads, sms, n) for n in counts]

@@ -21,19 +21,13 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 from torch.overrides import TorchFunctionMode
 
+from aiinfra import checks
 from aiinfra.models.flash.attention import tiled_forward
 from aiinfra.models.flash.online_softmax import online_states
 
 BOOK, SLIDE = 8, 14  # font sizes: a book column, a 1280x720 slide
 NEW, READ, UNREAD = "C1", "C0", "0.88"
 SRAM, DONE, FINAL, SKIPPED = "C1", "#fbd9b0", "0.35", "0.92"
-
-
-def _check_positive(**sizes: int) -> None:
-    """Raise ``ValueError`` naming the first size that is not an int >= 1."""
-    for name, value in sizes.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -71,7 +65,7 @@ def softmax_steps(x: Sequence[float], block_size: int = 1) -> list[SoftmaxStep]:
     """
     if len(x) == 0:
         raise ValueError("x must hold at least one score")
-    _check_positive(block_size=block_size)
+    checks.positive_ints(block_size=block_size)
     blocks = torch.tensor(x, dtype=torch.float64).split(block_size)  # b scores each
     steps = [SoftmaxStep(0, 0, -math.inf, 0.0)]
     for block, (m, d) in zip(blocks, online_states(iter(blocks)), strict=True):
@@ -206,7 +200,7 @@ def tile_steps(n: int, block_q: int, block_k: int, causal: bool) -> list[TileSte
     Raises:
         ValueError: ``n``, ``block_q`` or ``block_k`` is not a positive int.
     """
-    _check_positive(n=n, block_q=block_q, block_k=block_k)
+    checks.positive_ints(n=n, block_q=block_q, block_k=block_k)
     q, k, v = (torch.zeros(1, 1, n, 1) for _ in range(3))  # (B, H, N, d)
     with _TileTrace(q, k) as trace:
         tiled_forward(q, k, v, causal, 1.0, block_q, block_k)

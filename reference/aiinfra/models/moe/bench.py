@@ -8,26 +8,25 @@ expert), with ``torch._grouped_mm`` as a fourth variant where the build has it. 
 forward pass is timed (no autograd) over batch sizes ``T``, the implementations in
 turn within each repeat so that a busy machine slows them alike, and the fastest
 repeat is kept (the least disturbed);
-``aiinfra bench moe`` stamps the rows into ``docs/_data/bench/moe-cpu.json``.
+``aiinfra bench moe --stamp`` stores the rows as ``docs/_data/bench/moe-cpu.json``.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
 
-from aiinfra import results
+from aiinfra import progress, results
 from aiinfra.models.moe.grouped import GroupedMoELayer
 from aiinfra.models.moe.layer import MoELayer, moe_loop
 from aiinfra.models.moe.spec import MoESpec
 from aiinfra.report import Table
+from aiinfra.timing import note_spread
 
 IMPLS = ("token loop", "masked per expert", "grouped", "grouped_mm")
-FILE = "moe-cpu.json"
 
 
 @dataclass(frozen=True)
@@ -90,39 +89,26 @@ def run_bench(cfg: MoEBenchConfig, generator: torch.Generator | None = None) -> 
     torch.set_num_threads(cfg.threads)
     try:
         with torch.no_grad():
-            for T in cfg.tokens:
+            for T in progress.track(cfg.tokens, "batch sizes T"):
                 x = torch.randn(T, cfg.d_model, generator=g)  # (T, h)
                 timed = {
                     impl: fn
                     for impl, fn in runs.items()
                     if impl != "token loop" or T <= cfg.loop_max_tokens
                 }
-                best = dict.fromkeys(timed, float("inf"))
+                times: dict[str, list[float]] = {impl: [] for impl in timed}
                 for round_ in range(cfg.repeats + 1):
                     for impl, fn in timed.items():
                         seconds = _time_s(lambda fn=fn, x=x: fn(x))
                         if round_ > 0:  # round 0 warms up
-                            best[impl] = min(best[impl], seconds)
-                for impl, seconds in best.items():
-                    rows.append({"tokens": T, "impl": impl, "ms": 1e3 * seconds})
+                            times[impl].append(seconds)
+                for impl, seconds in times.items():
+                    note_spread(seconds)
+                    rows.append({"tokens": T, "impl": impl, "ms": 1e3 * min(seconds)})
     finally:
         torch.set_num_threads(threads)
     config = asdict(cfg) | {"dtype": "float32"}
     return {"config": config, "rows": rows}
-
-
-def write(body: dict, path: str | Path | None = None) -> Path:
-    """Stamp ``body`` (machine, date, versions) and write it; returns the path."""
-    return results.write("moe", body, backend="cpu", world_size=1, path=path)
-
-
-def load(path: str | Path | None = None) -> dict:
-    """Read the stamped file (default: the book's ``moe-cpu.json``).
-
-    Raises:
-        FileNotFoundError: no file; the message names the command that writes it.
-    """
-    return results.load("moe", "cpu", path)
 
 
 def moe_bench_table(res: dict) -> Table:

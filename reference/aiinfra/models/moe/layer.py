@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from aiinfra import checks
 from aiinfra.models.layers import SwiGLU
 from aiinfra.models.moe.balance import expert_load, update_expert_bias
 from aiinfra.models.moe.routing import Routing, capacity_keep
@@ -50,8 +51,7 @@ class MoELayer(nn.Module):
         super().__init__()
         if not isinstance(spec, MoESpec):
             raise TypeError(f"spec must be a MoESpec, got {type(spec).__name__}")
-        if isinstance(d_model, bool) or not isinstance(d_model, int) or d_model < 1:
-            raise ValueError(f"d_model must be an integer >= 1, got {d_model!r}")
+        checks.positive_int("d_model", d_model)
         if not isinstance(bias_update, (int, float)) or bias_update < 0:
             raise ValueError(f"bias_update must be >= 0, got {bias_update!r}")
         if spec.shared_gate and spec.n_shared == 0:

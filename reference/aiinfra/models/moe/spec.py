@@ -25,6 +25,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from aiinfra import checks
+
 ROUTERS = ("softmax", "sigmoid")
 GROUP_SCORES = ("max", "top2")
 
@@ -77,10 +79,10 @@ class MoESpec:
 
     def __post_init__(self) -> None:
         for name in ("n_experts", "top_k", "d_expert", "n_groups", "topk_groups"):
-            _check_int(name, getattr(self, name), 1)
-        _check_int("n_shared", self.n_shared, 0)
+            checks.positive_int(name, getattr(self, name))
+        checks.non_negative_int("n_shared", self.n_shared)
         if self.d_shared is not None:
-            _check_int("d_shared", self.d_shared, 1)
+            checks.positive_int("d_shared", self.d_shared)
             if self.n_shared == 0:
                 raise ValueError("d_shared is given but n_shared is 0")
         if self.top_k > self.n_experts:
@@ -146,12 +148,7 @@ class MoESpec:
         Returns:
             The capacity, or ``None`` when ``capacity_factor`` is ``None``.
         """
-        _check_int("n_tokens", n_tokens, 0)
+        checks.non_negative_int("n_tokens", n_tokens)
         if self.capacity_factor is None:
             return None
         return math.ceil(self.capacity_factor * n_tokens * self.top_k / self.n_experts)
-
-
-def _check_int(name: str, value: object, low: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")

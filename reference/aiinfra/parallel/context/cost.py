@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from aiinfra import checks
 from aiinfra.parallel.context.zigzag import block_kind, chunk_ids
 from aiinfra.parallel.data.overlap import H100_LINKS, Link
 
@@ -37,8 +38,7 @@ class AttentionShape:
 
 
 def _check_ranks(p: int, seq: int, multiple: int) -> None:
-    if isinstance(p, bool) or not isinstance(p, int) or p < 1:
-        raise ValueError(f"p must be an integer >= 1, got {p!r}")
+    checks.positive_int("p", p)
     if seq < 1 or seq % (multiple * p):
         raise ValueError(f"seq {seq} must be divisible by {multiple}p = {multiple * p}")
 

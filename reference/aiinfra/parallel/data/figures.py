@@ -23,6 +23,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from torch import nn
 
+from aiinfra import checks
 from aiinfra.parallel.data.bucketed import assign_buckets
 from aiinfra.parallel.data.naive import trainable_parameters
 from aiinfra.parallel.toy import mlp
@@ -150,8 +151,7 @@ def draw_overlap_step(ax: Axes, timeline: OverlapTimeline, k: int, fs: float) ->
         ValueError: ``k`` is not in [0, number of buckets].
     """
     n = len(timeline.all_reduce)
-    if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= n:
-        raise ValueError(f"k must be an int in [0, {n}] (the buckets), got {k!r}")
+    checks.int_in("k", k, 0, n)  # 0 .. the number of buckets
     now = timeline.all_reduce[k - 1].end if k else 0.0
     label = {"ha": "center", "va": "center", "color": "white", "fontsize": fs}
     for s in timeline.backward:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from matplotlib.figure import Figure
 
+from aiinfra import checks
 from aiinfra.accelerators import GPUS
 from aiinfra.comm.cost import LINKS, LinkModel, ring_all_reduce_time
 
@@ -56,12 +57,6 @@ H100_LINKS = {
 }
 
 
-def _positive(**values: float) -> None:
-    for name, value in values.items():
-        if isinstance(value, bool) or not value > 0:
-            raise ValueError(f"{name} must be > 0, got {value!r}")
-
-
 def overlap_tokens(link: Link, n_ranks: int, grad_bytes: int = 2) -> float:
     """tau*: tokens per GPU per step at which the all-reduce time equals backward's.
 
@@ -76,9 +71,8 @@ def overlap_tokens(link: Link, n_ranks: int, grad_bytes: int = 2) -> float:
     Raises:
         ValueError: ``n_ranks`` < 2 or ``grad_bytes`` not positive.
     """
-    if isinstance(n_ranks, bool) or not isinstance(n_ranks, int) or n_ranks < 2:
-        raise ValueError(f"n_ranks must be an integer >= 2, got {n_ranks!r}")
-    _positive(grad_bytes=grad_bytes)
+    checks.integer("n_ranks", n_ranks, low=2)
+    checks.positives(grad_bytes=grad_bytes)
     # region bound
     backward_flops_per_token = 4  # x Psi: twice forward's 2 Psi
     ring_bytes = 2 * (n_ranks - 1) / n_ranks * grad_bytes  # x Psi, per rank
@@ -102,7 +96,7 @@ def comm_over_backward(tokens: float, link: Link, n_ranks: int) -> float:
     Raises:
         ValueError: ``tokens`` not positive, or as :func:`overlap_tokens`.
     """
-    _positive(tokens=tokens)
+    checks.positives(tokens=tokens)
     return overlap_tokens(link, n_ranks) / tokens
 
 
@@ -124,8 +118,7 @@ def min_bucket_bytes(link: Link, n_ranks: int, latency_share: float = 0.1) -> fl
     Raises:
         ValueError: ``n_ranks`` < 2 or ``latency_share`` not in (0, 1).
     """
-    if isinstance(n_ranks, bool) or not isinstance(n_ranks, int) or n_ranks < 2:
-        raise ValueError(f"n_ranks must be an integer >= 2, got {n_ranks!r}")
+    checks.integer("n_ranks", n_ranks, low=2)
     if not 0 < latency_share < 1:
         raise ValueError(f"latency_share must be in (0, 1), got {latency_share!r}")
     f, beta = latency_share, 1 / link.bandwidth

@@ -18,12 +18,12 @@ step, F peak FLOP/s, n bytes per bucket.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from torch import nn
 
+from aiinfra import checks
 from aiinfra.comm.cost import LinkModel, ring_all_reduce_time
 from aiinfra.parallel.data.figures import Span
 from aiinfra.parallel.data.overlap import Link
@@ -83,12 +83,6 @@ class DpTimeline:
         return sum(s.end - s.start for s in self.all_reduce)
 
 
-def _positive(name: str, value: float, upper: float = math.inf) -> None:
-    ok = isinstance(value, int | float) and not isinstance(value, bool)
-    if not ok or not 0 < value <= upper:
-        raise ValueError(f"{name} must be a number in (0, {upper:g}], got {value!r}")
-
-
 def model_gradients(model: nn.Module) -> list[Gradient]:
     """The trainable parameters of ``model`` in backward (reverse registration) order.
 
@@ -136,7 +130,7 @@ def assign_dp_buckets(
         ("bucket_bytes", bucket_bytes),
         ("first_bucket_bytes", first_bucket_bytes),
     ]:
-        _positive(name, value)
+        checks.positive(name, value)
     # region fill
     buckets, current, size = [], [], 0
     for i, numel in enumerate(numels):
@@ -179,13 +173,12 @@ def simulate_dp_step(
     Raises:
         ValueError: an argument out of range (named in the message).
     """
-    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1:
-        raise ValueError(f"tokens must be an int >= 1, got {tokens!r}")
-    if isinstance(n_ranks, bool) or not isinstance(n_ranks, int) or n_ranks < 2:
-        raise ValueError(f"n_ranks must be an int >= 2, got {n_ranks!r}")
-    _positive("mfu", mfu, 1.0)
-    _positive("link.flops", link.flops)
-    _positive("link.bandwidth", link.bandwidth)
+    checks.positive_int("tokens", tokens)
+    checks.integer("n_ranks", n_ranks, low=2)
+    checks.number("mfu", mfu, 0, 1.0, low_open=True)
+    checks.positive("link.flops", link.flops)
+    # An infinite bandwidth is allowed: the all-reduce then costs its latency only.
+    checks.number("link.bandwidth", link.bandwidth, 0, low_open=True, finite=False)
     first = bucket_bytes if first_bucket_bytes is None else first_bucket_bytes
     numels = [g.numel for g in grads]
     buckets = assign_dp_buckets(numels, grad_bytes, bucket_bytes, first)

@@ -21,6 +21,8 @@ from collections.abc import Sequence
 import torch
 import torch.distributed as dist
 
+from aiinfra import checks
+
 
 def global_token_count(
     local_tokens: int,
@@ -41,10 +43,7 @@ def global_token_count(
         ValueError: ``local_tokens`` is not a non-negative integer (checked before
             the all-reduce), or the step has no token at all (every rank raises).
     """
-    if isinstance(local_tokens, bool) or not isinstance(local_tokens, int):
-        raise ValueError(f"local_tokens must be an int, got {local_tokens!r}")
-    if local_tokens < 0:
-        raise ValueError(f"local_tokens must be >= 0, got {local_tokens}")
+    checks.non_negative_int("local_tokens", local_tokens)
     # region token-count
     count = torch.tensor([local_tokens], dtype=torch.int64, device=device)  # (1,)
     dist.all_reduce(count, group=group)  # the one scalar all-reduce
@@ -73,9 +72,7 @@ def token_mean_loss(
     Raises:
         ValueError: ``global_tokens`` or ``n_ranks`` is not a positive integer.
     """
-    for name, value in (("global_tokens", global_tokens), ("n_ranks", n_ranks)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    checks.positive_ints(global_tokens=global_tokens, n_ranks=n_ranks)
     # region token-mean
     # Every rank's wrapper divides the summed gradients by N_d: undo it, then
     # divide by the step's global token count tau instead.
@@ -103,7 +100,6 @@ def token_weights(counts: Sequence[Sequence[int]]) -> list[list[float]]:
     if not counts or len({len(row) for row in counts}) != 1 or not counts[0]:
         raise ValueError("counts must be N_d non-empty rows of k micro-batch counts")
     flat = [n for row in counts for n in row]
-    if any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in flat):
-        raise ValueError(f"counts must be positive integers, got {counts!r}")
+    checks.int_list("counts", flat)
     n_ranks, k, total = len(counts), len(counts[0]), sum(flat)
     return [[total / (n_ranks * k * n) for n in row] for row in counts]

@@ -23,6 +23,7 @@ import torch.distributed as dist
 from torch import Tensor, nn
 from torch.nn import functional
 
+from aiinfra import checks
 from aiinfra.comm.primitives import isendrecv
 from aiinfra.models.transformer import Transformer
 from aiinfra.parallel.pipeline.schedules import Action, Schedule
@@ -37,8 +38,7 @@ def stage_layers(n_layers: int, p: int, v: int = 1) -> list[range]:
             multiple of p v.
     """
     for name, value in (("p", p), ("v", v), ("n_layers", n_layers)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        checks.positive_int(name, value)
     n = p * v
     if n > n_layers:
         raise ValueError(

@@ -18,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from aiinfra import checks
+
 KINDS = ("F", "B", "W")
 
 
@@ -78,11 +80,6 @@ class Schedule:
         return [a for a in self.actions if a.rank == rank]
 
 
-def _check_int(name: str, value: object, low: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
-
-
 def _build(name: str, p: int, m: int, v: int, orders: list[list[tuple]]) -> Schedule:
     """A :class:`Schedule` from each rank's list of (microbatch, chunk, kind)."""
     actions = tuple(
@@ -101,8 +98,8 @@ def gpipe(p: int, m: int) -> Schedule:
     Raises:
         ValueError: p or m not an int >= 1.
     """
-    _check_int("p", p, 1)
-    _check_int("m", m, 1)
+    checks.positive_int("p", p)
+    checks.positive_int("m", m)
     order = [(i, 0, "F") for i in range(m)] + [(i, 0, "B") for i in range(m)]
     return _build("GPipe", p, m, 1, [order] * p)
 
@@ -120,8 +117,7 @@ def one_f_one_b_order(p: int, m: int, r: int) -> list[tuple]:
         ValueError: p or m not an int >= 1, m < p, or r not in [0, p).
     """
     _check_m_at_least_p("1F1B", p, m)
-    if isinstance(r, bool) or not isinstance(r, int) or not 0 <= r < p:
-        raise ValueError(f"r must be an int in [0, p) = [0, {p}), got {r!r}")
+    checks.int_in("r", r, 0, p - 1)
     # region 1f1b
     warmup = p - 1 - r  # forwards before the first backward can arrive
     order = [(i, 0, "F") for i in range(warmup)]
@@ -133,8 +129,8 @@ def one_f_one_b_order(p: int, m: int, r: int) -> list[tuple]:
 
 
 def _check_m_at_least_p(schedule: str, p: int, m: int) -> None:
-    _check_int("p", p, 1)
-    _check_int("m", m, 1)
+    checks.positive_int("p", p)
+    checks.positive_int("m", m)
     if m < p:
         raise ValueError(
             f"m must be >= p for {schedule} (got m={m}, p={p}): with fewer "
@@ -168,9 +164,9 @@ def interleaved_1f1b(p: int, m: int, v: int) -> Schedule:
             not a multiple of p (Megatron-LM's constraint: the rounds are of p
             micro-batches; torch's ScheduleInterleaved1F1B relaxes it).
     """
-    _check_int("p", p, 1)
-    _check_int("m", m, 1)
-    _check_int("v", v, 2)
+    checks.positive_int("p", p)
+    checks.positive_int("m", m)
+    checks.integer("v", v, low=2)
     if m % p:
         raise ValueError(
             f"m must be a multiple of p for interleaved 1F1B (got m={m}, p={p}): "

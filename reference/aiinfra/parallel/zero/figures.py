@@ -13,6 +13,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 
+from aiinfra import checks
 from aiinfra.memory.model_states import ADAM_STATE_BYTES, zero_model_states_bytes
 from aiinfra.parallel.data.figures import BOOK, SLIDE
 
@@ -49,8 +50,7 @@ def draw_zero_stage(
     """
     if stage not in STAGES:
         raise ValueError(f"stage must be 0, 1, 2 or 3, got {stage!r}")
-    if isinstance(n_ranks, bool) or not isinstance(n_ranks, int) or n_ranks < 1:
-        raise ValueError(f"n_ranks must be an int >= 1, got {n_ranks!r}")
+    checks.positive_int("n_ranks", n_ranks)
     if not k >= 0:
         raise ValueError(f"k (optimizer bytes per parameter) must be >= 0, got {k!r}")
     per_rank = zero_model_states_bytes(1, stage, n_ranks, k)  # bytes per parameter

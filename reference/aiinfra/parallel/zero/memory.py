@@ -20,6 +20,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from aiinfra import checks
 from aiinfra.distributed import rank_device, run_distributed
 from aiinfra.memory.model_states import zero_model_states_bytes
 from aiinfra.parallel.toy import mlp, rank_share, regression_batches
@@ -51,9 +52,7 @@ def zero_traffic(stage: int, micro_batches: int = 1) -> int:
     """
     if stage not in (0, 1, 2, 3):
         raise ValueError(f"stage must be 0, 1, 2 or 3, got {stage!r}")
-    k = micro_batches
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"micro_batches must be a positive integer, got {k!r}")
+    k = checks.positive_int("micro_batches", micro_batches)
     # region traffic
     if stage <= 1:
         psi_units = 2  # one all-reduce (or reduce-scatter + all-gather) at the step

@@ -29,6 +29,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from aiinfra import checks
 from aiinfra.memory.model_states import ModelStateBytes
 from aiinfra.parallel.zero.flat import FlatUnit
 from aiinfra.parallel.zero.stage2 import Zero2
@@ -61,8 +62,7 @@ class Zero3(Zero2):
         reshard_after_forward: bool = True,
         **kwargs: Any,
     ) -> None:
-        if isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 0:
-            raise ValueError(f"prefetch must be an int >= 0, got {prefetch!r}")
+        checks.non_negative_int("prefetch", prefetch)
         if not isinstance(reshard_after_forward, bool):
             raise ValueError(
                 f"reshard_after_forward must be a bool, got {reshard_after_forward!r}"

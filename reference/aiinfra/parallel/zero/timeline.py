@@ -24,6 +24,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from aiinfra import checks
 from aiinfra.accelerators import GPUS
 from aiinfra.comm.cost import (
     LINKS,
@@ -100,8 +101,7 @@ def simulate_zero3(
         ValueError: ``prefetch`` not an int >= 0, or ``costs`` of unequal lengths
             or with a negative time.
     """
-    if isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 0:
-        raise ValueError(f"prefetch must be an int >= 0, got {prefetch!r}")
+    checks.non_negative_int("prefetch", prefetch)
     n = _check_costs(costs)
     t, link_free, reducing = 0.0, 0.0, 0.0  # compute clock, comm stream, last RS
     gathered, in_flight = [False] * n, {}  # unit -> end of its all-gather
@@ -170,8 +170,7 @@ def layer_costs(
     Raises:
         ValueError: ``tokens`` < 1, ``n_ranks`` < 2, or an unknown key.
     """
-    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1:
-        raise ValueError(f"tokens must be an int >= 1, got {tokens!r}")
+    checks.positive_int("tokens", tokens)
     _check_keys(n_ranks, link, gpu)
     c = preset(model)
     psi_u = layer_parameters(model)
@@ -205,8 +204,7 @@ def forward_overlap_tokens(
 
 
 def _check_keys(n_ranks: int, link: str, gpu: str) -> None:
-    if isinstance(n_ranks, bool) or not isinstance(n_ranks, int) or n_ranks < 2:
-        raise ValueError(f"n_ranks must be an int >= 2, got {n_ranks!r}")
+    checks.integer("n_ranks", n_ranks, low=2)
     for name, value, table in (("link", link, H100_LINKS), ("gpu", gpu, GPUS)):
         if value not in table:
             raise ValueError(f"{name} must be one of {sorted(table)}, got {value!r}")
