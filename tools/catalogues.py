@@ -45,6 +45,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import io
+import os
 import pathlib
 import re
 import sys
@@ -373,8 +374,12 @@ def update_catalogue(template: Catalog, po: pathlib.Path, lang: str) -> str:
     text = render(catalog)
     if text == before:
         return "unchanged"
-    catalog.revision_date = datetime.datetime.now(datetime.UTC)
-    text = render(catalog)
+    if b"YEAR-MO-DA" in text:
+        # A fixed date (SOURCE_DATE_EPOCH, as the gettext build), set once: the header
+        # never changes afterwards, so branches that translate side by side merge.
+        epoch = int(os.environ.get("SOURCE_DATE_EPOCH", "1764547200"))
+        catalog.revision_date = datetime.datetime.fromtimestamp(epoch, datetime.UTC)
+        text = render(catalog)
     po.write_bytes(text)
     return (
         f"updated ({filled} prefilled from obsolete entries)" if before else "created"
