@@ -72,8 +72,8 @@ ENV_VARS: tuple[EnvVar, ...] = (
     ),
     EnvVar(
         "NCCL_IB_HCA",
-        "which RDMA devices and ports NET/IB uses",
-        "mlx5_0:1,mlx5_1:1; ^mlx5_4 excludes",
+        "which RDMA devices and ports NET/IB uses (^ excludes)",
+        "mlx5_0:1,mlx5_1:1; ^mlx5_4",
     ),
     EnvVar(
         "NCCL_IB_DISABLE",
@@ -132,8 +132,8 @@ ENV_VARS: tuple[EnvVar, ...] = (
     ),
     EnvVar(
         "TORCH_NCCL_TRACE_BUFFER_SIZE",
-        "entries of the flight recorder",
-        "2000 (default in 2.13), 0 off; alias TORCH_FR_BUFFER_SIZE",
+        "entries of the flight recorder: 2000 by default in 2.13, 0 turns it off",
+        "2000, 0; alias TORCH_FR_BUFFER_SIZE",
         TORCH_NCCL_ENV_URL,
     ),
     EnvVar(

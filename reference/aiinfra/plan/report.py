@@ -93,4 +93,5 @@ def plan_table(plans: list[Plan], job: Job, name: str) -> Table:
         One row per plan, numbered from 1.
     """
     rows = [plan_row(i, p, job) for i, p in enumerate(plans, 1)]
-    return Table(list(COLUMNS), rows, NOTE, job_stamp(job, name))
+    words = (COLUMNS.index("recompute"),)  # none, selective, full: translated
+    return Table(list(COLUMNS), rows, NOTE, job_stamp(job, name), words=words)

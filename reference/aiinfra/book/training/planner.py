@@ -206,7 +206,7 @@ def plan_cases_table() -> Table:
         f"; H100, T = {PLAN_SEQ}, compute at {PLAN_EFFICIENCY:.0%} of peak, "
         f"{PLAN_EXPOSED:.0%} of DP traffic exposed"
     )
-    return Table(columns, rows, note, stamp)
+    return Table(columns, rows, note, stamp, words=(0, columns.index("recompute")))
 
 
 def plan_command_table() -> Table:
