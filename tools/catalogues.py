@@ -29,8 +29,9 @@ line the message comes from, its state and what to do:
 - ``markup``: a Chinese character touches a role, a literal or an emphasis
   (``为:math:`x```, ``*缺失*条目``): rst then shows the raw markup; put a space
   between them.
-- ``fields``: a label of ``labels.po`` (the words the build writes) lost or renamed a
-  ``{field}`` of the English; the build would show the English instead.
+- ``fields``: a label of ``labels.po`` (the words the build writes) or a table's
+  note or stamp lost or renamed a ``{field}`` of the English; the build would show
+  the English, or a field unfilled, instead.
 - ``kind``: rst reads the translation as a list, not as text (it starts with
   ``+ ``, ``- ``, ``1. ``...); Sphinx then drops it and shows the English.
 - ``ratio``: a reduction written as a multiple (``小了 8 倍``); Chinese editors read it
@@ -70,7 +71,7 @@ TODO = {
     "roles": "copy every :calc:, :cite: and :math: role of the English verbatim",
     "markup": "put a space between Chinese text and a role or ``literal`` (rst needs "
     "it to see the markup; the book removes it again)",
-    "fields": "keep every {field} of the English label, spelled as it is",
+    "fields": "keep every {field} of the English, spelled as it is",
     "kind": "rst reads the translation as a list, not as text (a leading '+ ', "
     "'- ', '* ' or '1. '), and Sphinx drops it: reword its start",
     "ratio": "'小/少/低 N 倍' reads as a logic error to a Chinese editor: write "
@@ -89,6 +90,17 @@ MARKUP = re.compile(
     r":[a-z]+(?::[a-z]+)?:`[^`]*`|``[^`]+``|(?<!\*)\*{1,2}[^*\s][^*]*?\*{1,2}(?!\*)"
 )
 HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
+
+
+# A {field} of a label or of a table's note or stamp; TeX groups (\\frac{a}{b}),
+# roles and literals are not fields.
+_FIELD = re.compile(r"(?<![\\\w{}])\{([A-Za-z_]\w*)\}(?!\})")
+_NOT_TEXT = re.compile(r":[\w:+-]+:`[^`]*`|``[^`]*``")
+
+
+def template_fields(text: str) -> list[str]:
+    """The ``{fields}`` of a message, sorted (none for rst prose)."""
+    return sorted(_FIELD.findall(_NOT_TEXT.sub("", text)))
 
 
 def block_kind(text: str) -> str:
@@ -192,9 +204,9 @@ def problems(po: pathlib.Path, root: pathlib.Path = ROOT) -> Iterator[Problem]:
             state = "roles"
         elif touches_markup(msg.string):
             state = "markup"
-        elif msg.context in languages.LABELS and languages.fields(
-            msg.string
-        ) != languages.fields(msg.id):
+        elif (msg.context in languages.LABELS or template_fields(msg.id)) and sorted(
+            template_fields(msg.string)
+        ) != sorted(template_fields(msg.id)):
             state = "fields"
         elif block_kind(msg.string) != block_kind(msg.id):
             # A message is the text of one node (a paragraph, a title, a cell);
@@ -346,9 +358,12 @@ def update_catalogue(template: Catalog, po: pathlib.Path, lang: str) -> str:
     for message in catalog:
         # Babel guesses Python format strings from "%" and "{}" in the English; the
         # book's messages are rst, and the guess makes msgfmt --check fail. A label
-        # (labels.po) is a format string: msgfmt --check then checks its {fields}.
+        # (labels.po) and a table's note or stamp with {fields} are format strings:
+        # msgfmt --check then checks their {fields}.
         message.flags -= {"python-format"}
-        if message.context not in languages.LABELS:
+        if message.context in languages.LABELS or template_fields(message.id):
+            message.flags.add("python-brace-format")
+        else:
             message.flags -= {"python-brace-format"}
     left = any(m.id and (not m.string or m.fuzzy) for m in catalog)
     if not left:

@@ -13,7 +13,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-
 # What rst reads as the start of a list or a field list: a word cell (translated,
 # so parsed as rst) must not start so.
 LIST_START = re.compile(r"^\s*(?:[-+*•]\s|\d+[.)]\s|#\.\s|\(\w\)\s|:\w+:\s)")
@@ -24,24 +23,31 @@ class Table:
     """A table: column names, rows of values, a note and a stamp.
 
     The book translates what is words: the column headers, the cells of the
-    ``words`` columns that are words (the row labels, by default) and the note.
-    Those must therefore be the same text at every build (a citation, the units,
-    what the columns mean); whatever is computed or measured (the machine, the date,
-    the sizes a function was called with) goes into the stamp, which is shown as it
-    is in every language.
+    ``words`` columns that are words (the row labels, by default), the note, and
+    the stamp's words. Those must therefore be the same text at every build (a
+    citation, the units, what the columns mean); whatever is computed or measured
+    (the machine, the date, the sizes a function was called with) is a field of
+    the note or the stamp, ``{name}`` in the text and its value in ``fields``: the
+    translator translates ``"{gpus} GPUs, {requests} requests"`` once, and every
+    build fills it in. A stamp without words (``"p = {p}"``, a machine and a date)
+    is shown as it is in every language.
 
     Args:
         columns: column headers (English; the book translates them).
         rows: one list of cell values per row, ``len(columns)`` each.
-        note: stable English text shown under the table, translated in the book.
-        stamp: computed text shown under the note, never translated.
+        note: stable English text shown under the table, translated in the book;
+            it may name ``{fields}``.
+        stamp: what was computed or measured, shown under the note: a template
+            whose ``{fields}`` are filled in, translated where it has words.
         words: the columns whose cells the book translates where they are words
             (stable English, like the note: ``"liquid"``, not a measured message).
+        fields: the values of the note's and the stamp's ``{fields}``.
 
     Raises:
         TypeError: a column name, the note or the stamp is not a string.
-        ValueError: a row has not ``len(columns)`` cells, or a ``words`` index is
-            not a column.
+        ValueError: a row has not ``len(columns)`` cells, a ``words`` index is not
+            a column, a word cell starts like an rst list, or the ``{fields}`` the
+            note and the stamp name are not the keys of ``fields``.
     """
 
     columns: list[str]
@@ -49,6 +55,7 @@ class Table:
     note: str = ""
     stamp: str = ""
     words: tuple[int, ...] = (0,)
+    fields: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not all(isinstance(c, str) for c in self.columns):
@@ -76,6 +83,23 @@ class Table:
                         "reword its start"
                     )
 
+        named = template_fields(self.note) | template_fields(self.stamp)
+        if named != set(self.fields):
+            raise ValueError(
+                f"fields must be exactly the {{fields}} the note and the stamp name, "
+                f"{sorted(named)}, got {sorted(self.fields)}"
+            )
+
+    @property
+    def note_text(self) -> str:
+        """The note with its fields filled in."""
+        return fill(self.note, self.fields)
+
+    @property
+    def stamp_text(self) -> str:
+        """The stamp with its fields filled in."""
+        return fill(self.stamp, self.fields)
+
     def to_text(self) -> str:
         """Render as aligned plain text, numbers right-aligned."""
         cells = [self.columns] + [[format_cell(v) for v in r] for r in self.rows]
@@ -85,7 +109,7 @@ class Table:
             for row in cells
         ]
         lines.insert(1, "  ".join("-" * w for w in widths))
-        lines += [text for text in (self.note, self.stamp) if text]
+        lines += [text for text in (self.note_text, self.stamp_text) if text]
         return "\n".join(lines)
 
     def to_json(self) -> str:
@@ -94,11 +118,29 @@ class Table:
             {
                 "columns": self.columns,
                 "rows": self.rows,
-                "note": self.note,
-                "stamp": self.stamp,
+                "note": self.note_text,
+                "stamp": self.stamp_text,
             },
             indent=2,
         )
+
+
+# A field of a note or a stamp: {name}, not a TeX group (\\frac{a}{b}) or {{.
+_FIELD = re.compile(r"(?<![\\\w{}])\{([A-Za-z_]\w*)\}(?!\})")
+
+
+def template_fields(text: str) -> set[str]:
+    """The ``{fields}`` a note or stamp names."""
+    return set(_FIELD.findall(text))
+
+
+def fill(template: str, fields: dict[str, Any]) -> str:
+    """A note or stamp with its ``{fields}`` replaced by their values.
+
+    Numbers are written as :func:`format_cell` writes them; any other text, braces
+    included, stays as it is.
+    """
+    return _FIELD.sub(lambda m: format_cell(fields[m.group(1)]), template)
 
 
 #: The attribute of a matplotlib figure listing the strings drawn on it that are

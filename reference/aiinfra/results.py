@@ -209,6 +209,40 @@ def machine_label(stamp: dict[str, Any]) -> str:
     return stamp.get("gpu") or f"{stamp['cpu']} ({stamp['cpu_count']} cores)"
 
 
+#: Where and when, as a table's stamp template (:class:`aiinfra.report.Table`): the
+#: words are translated once, the machine and the date filled in.
+MEASURED_ON = "{machine} ({cores} cores), {date}"
+MEASURED_ON_GPU = "{machine}, {date}"
+
+
+def run_on(stamp: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """:func:`measured_on` with the machine's load and the torch version.
+
+    Returns:
+        The template ``MEASURED_ON + "; load {load}; torch {torch}"`` and its fields.
+    """
+    template, fields = measured_on(stamp)
+    template += "; load {load}; torch {torch}"
+    return template, {**fields, "load": stamp["load_1min"], "torch": stamp["torch"]}
+
+
+def measured_on(stamp: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A stamp's machine and day as a template and its fields, for a table.
+
+    Returns:
+        ``(MEASURED_ON, {"machine", "cores", "date"})`` for a CPU,
+        ``(MEASURED_ON_GPU, {"machine", "date"})`` for a GPU.
+    """
+    day = str(stamp["date"])[:10]
+    if stamp.get("gpu"):
+        return MEASURED_ON_GPU, {"machine": stamp["gpu"], "date": day}
+    return MEASURED_ON, {
+        "machine": stamp["cpu"],
+        "cores": stamp["cpu_count"],
+        "date": day,
+    }
+
+
 def write(
     kind: str,
     body: dict[str, Any],

@@ -26,6 +26,8 @@ A work that {name} cites :cite:p:`korthikanti2022`.
 
    Caption of {name}.
 
+.. aiinfra-table:: aiinfra.newpkg.thing:measured()
+
 .. aiinfra-figure:: aiinfra.newpkg.thing:figure()
 
    The figure of {name}.
@@ -58,6 +60,18 @@ def table() -> Table:
     )
 
 
+def measured() -> Table:
+    """A table whose stamp is a template: words to translate, values filled in."""
+    return Table(
+        ["runs"],
+        [["first"]],
+        note="Best of {repeats}.",
+        stamp="{runs} runs on {machine}",
+        words=(),
+        fields={"repeats": 3, "runs": 12, "machine": "host-42"},
+    )
+
+
 def figure():
     """A figure with words on it."""
     from matplotlib.figure import Figure
@@ -81,6 +95,12 @@ msgstr "由 halve 计算的值。"
 
 msgid "ring"
 msgstr "环形"
+
+msgid "Best of {repeats}."
+msgstr "取 {repeats} 次中的最好值。"
+
+msgid "{runs} runs on {machine}"
+msgstr "在 {machine} 上运行 {runs} 次"
 
 msgid "message size"
 msgstr "消息大小"

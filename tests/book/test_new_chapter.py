@@ -92,6 +92,7 @@ def test_the_new_chapter_and_subpackage_get_their_pages_in_the_book(book):
     assert 'href="../api/newpkg.html#aiinfra.newpkg.thing.halve"' in page
     text = re.sub(r"<[^>]+>", "", page)
     assert "[Korthikanti et al., 2022]" in text  # the English book's own style
+    assert "12 runs on host-42" in text and "Best of 3." in text
     api = (out / "api" / "newpkg.html").read_text(encoding="utf-8")
     assert 'id="aiinfra.newpkg.thing.halve"' in api
 
@@ -105,6 +106,8 @@ def test_the_chinese_edition_translates_note_label_and_figure_text(book, tmp_pat
     page = (out / "newchapter" / "first.html").read_text(encoding="utf-8")
     assert '<p class="aiinfra-table-note">由 halve 计算的值。</p>' in page
     assert "measured on host-42" in page  # the stamp, as it is
+    # A stamp with words is a template: translated once, its fields filled in.
+    assert "在 host-42 上运行 12 次" in page and "取 3 次中的最好值。" in page
     # Citations in the edition's words, as its decks write them.
     assert "（Korthikanti 等, 2022）" in re.sub(r"<[^>]+>", "", page)
     cells = re.findall(r"<td><p>([^<]*)</p></td>", page)
@@ -127,6 +130,8 @@ def test_gettext_extracts_words_but_not_stamps_or_names(book):
     pot = (out / "newchapter.pot").read_text(encoding="utf-8")
     for message in ("Values from halve.", "ring", "message size", "measured time"):
         assert f'msgid "{message}"' in pot
+    # A template, once, with its fields: not the filled-in text.
+    assert 'msgid "{runs} runs on {machine}"' in pot and "12 runs" not in pot
     for computed in ("measured on host-42", "fp16", "1.5"):
         assert f'msgid "{computed}"' not in pot
     assert not list(out.glob("api*.pot")), "the API reference is not translated"

@@ -79,7 +79,7 @@ def test_results_table_and_ratio_read_the_stored_rows(tmp_path, monkeypatch):
     table = results.results_table()
     assert table.rows == [list(r.values()) for r in (ROW, torch_row, big)]
     assert table.rows[0][:2] == ["all_reduce", "ring"]
-    assert "gloo, 4 ranks" in table.stamp
+    assert "gloo, 4 ranks" in table.stamp_text
     assert results.results_table(min_bytes=2048).rows == [list(big.values())]
     assert results.busbw_ratio("all_reduce", "ring", "torch", 1024) == 0.5
     with pytest.raises(ValueError, match="algorithm 'rabenseifner' at size 1024"):

@@ -29,6 +29,7 @@ from docutils import nodes
 from sphinx.application import Sphinx
 from sphinx.config import Config
 from sphinx.environment import BuildEnvironment
+from sphinx.transforms import SphinxTransform
 from sphinx.util.docutils import SphinxDirective, SphinxRole
 
 from .cache import Cache
@@ -174,6 +175,8 @@ def format_value(value: Any, spec: str) -> str:
 
 
 _MATH = re.compile(r"\$[^$]*\$")
+# A field of a table's note or stamp (aiinfra.report.template_fields).
+_FIELD = re.compile(r"(?<![\\\w{}])\{([A-Za-z_]\w*)\}(?!\})")
 
 
 def is_words(text: str) -> bool:
@@ -186,7 +189,7 @@ def is_words(text: str) -> bool:
     (``64 MiB``), names with digits (``fp16``, ``Llama 3 8B``, ``r0``) and code are
     not words, and stay as they are in every language.
     """
-    text = _MATH.sub("", text)
+    text = _FIELD.sub("", _MATH.sub("", text))
     if re.search(r"\w_\w", text):
         return False
     if re.search(r"\d", text):
@@ -230,12 +233,13 @@ def table_nodes(
     classes: tuple[str, ...] = (),
     inline: Callable[[str], list[nodes.Node]] | None = None,
     words: tuple[int, ...] = (0,),
+    fields: dict[str, Any] | None = None,
 ) -> list[nodes.Node]:
     """A computed table as docutils nodes, its words translatable (module docstring):
     the table, then its note and its stamp. ``inline`` parses the caption's rst
     (roles, literals): a directive passes its state's inline parser; ``words``: the
     columns whose word cells are messages (:class:`aiinfra.report.Table`)."""
-    from aiinfra.report import format_cell
+    from aiinfra.report import fill, format_cell
 
     tnode = nodes.table(classes=["aiinfra-table", *classes])
     if caption:
@@ -261,15 +265,47 @@ def table_nodes(
     group += thead
     group += tbody
     out: list[nodes.Node] = [tnode]
+    values = {k: format_cell(v) for k, v in (fields or {}).items()}
     if note:
-        out.append(_words(note, source, line, classes=["aiinfra-table-note"]))
+        para = _words(note, source, line, classes=["aiinfra-table-note"])
+        para["aiinfra_fields"] = values  # filled after translation (FillFields)
+        out.append(para)
     if stamp:
-        para = nodes.paragraph(
-            "", stamp, classes=["aiinfra-table-note", "aiinfra-table-stamp"]
-        )
-        para["translatable"] = False  # computed: never a message
+        classes = ["aiinfra-table-note", "aiinfra-table-stamp"]
+        if values and is_words(_FIELD.sub("", stamp)):
+            # A template with words: one message, "{gpus} GPUs, {rate} per second".
+            para = _words(stamp, source, line, classes=classes)
+            para["aiinfra_fields"] = values
+        else:  # a machine and a date, "p = 8": shown as it is, never a message
+            para = nodes.paragraph("", fill(stamp, fields or {}), classes=classes)
+            para["translatable"] = False
         out.append(para)
     return out
+
+
+class FillFields(SphinxTransform):
+    """Fill the ``{fields}`` of table notes and stamps, after Locale (priority 20)
+    has put their translation in; the gettext build keeps the templates (they are
+    the messages)."""
+
+    default_priority = 25
+
+    def apply(self, **kwargs: Any) -> None:
+        if self.env._builder_cls.name == "gettext":
+            return
+        for para in self.document.findall(nodes.paragraph):
+            values = para.get("aiinfra_fields")
+            if not values:
+                continue
+            for text in list(para.findall(nodes.Text)):
+                new = fill_text(str(text), values)
+                if new != str(text):
+                    text.parent.replace(text, nodes.Text(new))
+
+
+def fill_text(text: str, values: dict[str, str]) -> str:
+    """``text`` with each ``{field}`` of ``values`` replaced (others kept)."""
+    return _FIELD.sub(lambda m: values.get(m.group(1), m.group(0)), text)
 
 
 class TableDirective(SphinxDirective):
@@ -286,6 +322,7 @@ class TableDirective(SphinxDirective):
             columns, rows = table.columns, table.rows
             note, stamp = table.note, getattr(table, "stamp", "")
             words = getattr(table, "words", (0,))
+            fields = getattr(table, "fields", {})
         except Exception as exc:  # noqa: BLE001
             return [
                 self.state_machine.reporter.error(
@@ -299,6 +336,7 @@ class TableDirective(SphinxDirective):
             *(columns, rows, note, stamp, caption, source, line),
             inline=inline_rst(self),
             words=words,
+            fields=fields,
         )
 
 
@@ -351,6 +389,7 @@ def setup(app: Sphinx) -> None:
     )
     app.add_config_value("aiinfra_cache_dir", str(root / "build" / ".book-cache"), "")
     app.add_role("calc", CalcRole())
+    app.add_transform(FillFields)
     app.add_directive("aiinfra-table", TableDirective)
     app.connect("env-before-read-docs", _init_env)
     app.connect("env-purge-doc", _purge)

@@ -106,7 +106,11 @@ def run_bench_collectives(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"stamp": results.machine_stamp(ws, args.backend), **body}))
     else:
-        print(rows_table(rows, f"{args.backend}, {ws} ranks").to_text())
+        stamp, fields = (
+            "{backend}, {ranks} ranks",
+            {"backend": args.backend, "ranks": ws},
+        )
+        print(rows_table(rows, stamp, fields).to_text())
     return 0
 
 

@@ -265,9 +265,16 @@ def cost_formula_table(
         + ["latency (us)", "bandwidth (us)", "total (us)"],
         rows,
         note="The alpha-beta-gamma model of Thakur, Rabenseifner & Gropp (2005).",
-        stamp=f"p = {p}, n = {format_bytes(n)}, link {link.name}: alpha = "
-        f"{link.alpha * 1e6:g} us, beta = {link.beta * 1e12:g} ps/B, gamma = "
-        f"{link.gamma * 1e12:g} ps/B",
+        stamp="p = {p}, n = {n}, link {link}: alpha = {alpha} us, beta = {beta} "
+        "ps/B, gamma = {gamma} ps/B",
+        fields={
+            "p": p,
+            "n": format_bytes(n),
+            "link": link.name,
+            "alpha": f"{link.alpha * 1e6:g}",
+            "beta": f"{link.beta * 1e12:g}",
+            "gamma": f"{link.gamma * 1e12:g}",
+        },
     )
 
 
@@ -286,5 +293,6 @@ def crossover_table(
         ["p", "recursive doubling vs ring", "recursive doubling vs Rabenseifner"],
         rows,
         note="'never': they do not cross for n > 0.",
-        stamp=f"link {get_link(link).name}",
+        stamp="link {link}",
+        fields={"link": get_link(link).name},
     )

@@ -179,7 +179,8 @@ def ring_vs_rabenseifner_table(
         rows,
         note="Beta term: the bytes sent one after another, the factor of n beta. "
         "Alpha-beta-gamma model (Thakur, Rabenseifner & Gropp 2005).",
-        stamp=f"link {get_link(link).name}",
+        stamp="link {link}",
+        fields={"link": get_link(link).name},
     )
 
 
@@ -223,8 +224,14 @@ def hierarchy_table(
         + ["hierarchical (x n)", "hierarchical faster below"],
         rows,
         note="Steps in series; bytes each NIC sends. Alpha-beta-gamma model.",
-        stamp=f"{local_size} ranks per node over {get_link(local_link).name}, "
-        f"{rails} NICs of {get_link(link).name} per node",
+        stamp="{local} ranks per node over {local_link}, {rails} NICs of {link} per "
+        "node",
+        fields={
+            "local": local_size,
+            "local_link": get_link(local_link).name,
+            "rails": rails,
+            "link": get_link(link).name,
+        },
     )
 
 
@@ -251,7 +258,8 @@ def nccl_algorithm_table(
         + [f"time at {format_bytes(n)} (us)" for n in sizes],
         rows,
         note="Bytes: those the busiest rank sends. Alpha-beta-gamma model.",
-        stamp=f"p = {p}, link {get_link(link).name}",
+        stamp="p = {p}, link {link}",
+        fields={"p": p, "link": get_link(link).name},
     )
 
 

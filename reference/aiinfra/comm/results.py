@@ -96,11 +96,16 @@ COLUMNS = {
 }
 
 
-def rows_table(rows: list[dict[str, Any]], stamp: str = "") -> Table:
-    """The rows as a :class:`~aiinfra.report.Table`, nccl-tests' columns."""
+def rows_table(
+    rows: list[dict[str, Any]], stamp: str = "", fields: dict[str, Any] | None = None
+) -> Table:
+    """The rows as a :class:`~aiinfra.report.Table`, nccl-tests' columns.
+
+    The stamp is a template of ``fields`` (:class:`~aiinfra.report.Table`).
+    """
     cells = [[r[k] for k in COLUMNS] for r in rows]
     note = "Measured by aiinfra bench collectives; the slowest rank's time per call."
-    return Table(list(COLUMNS.values()), cells, note, stamp)
+    return Table(list(COLUMNS.values()), cells, note, stamp, fields=fields or {})
 
 
 def results_table(
@@ -115,17 +120,21 @@ def results_table(
     """
     measured = results.load("collectives", backend)
     st = measured["stamp"]
-    stamp = (
-        f"{st['backend']}, {st['world_size']} ranks on {results.machine_label(st)}; "
-        f"torch {st['torch']}, aiinfra {st['aiinfra']}; {st['date']}"
-    )
+    on, fields = results.measured_on(st)
+    stamp = "{backend}, {ranks} ranks on " + on + "; torch {torch}, aiinfra {aiinfra}"
+    fields |= {
+        "backend": st["backend"],
+        "ranks": st["world_size"],
+        "torch": st["torch"],
+        "aiinfra": st["aiinfra"],
+    }
     rows = [
         r
         for r in measured["rows"]
         if (collective is None or r["collective"] == collective)
         and r["size"] >= min_bytes
     ]
-    return rows_table(rows, stamp)
+    return rows_table(rows, stamp, fields)
 
 
 def busbw_ratio(

@@ -263,14 +263,20 @@ def roofline_bench_table(res: dict[str, Any]) -> Table:
         "written once); roof: min(measured peak, intensity x measured bandwidth)."
     )
     st, c, r = res["stamp"], res["config"], res["roofs"]
+    on, fields = results.run_on(st)
     stamp = (
-        f"{c['dtypes'][0]}, {c['threads']} thread(s); peak "
-        f"{r['peak_flops'] / 1e9:.1f} GFLOP/s, bandwidth {r['bandwidth'] / 1e9:.1f} "
-        f"GB/s, ridge {r['ridge']:.1f} FLOP/byte; {results.machine_label(st)}, "
-        f"load {st['load_1min']}; torch {st['torch']}; {st['date']}"
+        "{dtype}, {threads} thread(s); peak {peak} GFLOP/s, bandwidth {bandwidth} "
+        "GB/s, ridge {ridge} FLOP/byte; " + on
     )
+    fields |= {
+        "dtype": c["dtypes"][0],
+        "threads": c["threads"],
+        "peak": f"{r['peak_flops'] / 1e9:.1f}",
+        "bandwidth": f"{r['bandwidth'] / 1e9:.1f}",
+        "ridge": f"{r['ridge']:.1f}",
+    }
     columns = ["kernel", "FLOP / byte", "GFLOP/s", "roof GFLOP/s", "of roof"]
-    return Table(columns, rows, note, stamp)
+    return Table(columns, rows, note, stamp, fields=fields)
 
 
 def roofline_bench_figure(res: dict[str, Any]) -> Figure:

@@ -251,11 +251,18 @@ def phase_bench_table(res: dict[str, Any]) -> Table:
         "the model's shapes; bytes: the weights once and the KV cache read."
     )
     st, c = res["stamp"], res["config"]
+    on, fields = results.run_on(st)
     stamp = (
-        f"h = {c['d_model']}, L = {c['n_layers']}, H = {c['n_heads']}, "
-        f"G = {c['n_kv_heads']}, {c['context']} tokens cached; {c['repeats']} "
-        f"repeats on {results.machine_label(st)}, load {st['load_1min']}; "
-        f"torch {st['torch']}; {st['date']}"
+        "h = {width}, L = {layers}, H = {heads}, G = {kv_heads}, {context} tokens "
+        "cached; {repeats} repeats on " + on
     )
+    fields |= {
+        "width": c["d_model"],
+        "layers": c["n_layers"],
+        "heads": c["n_heads"],
+        "kv_heads": c["n_kv_heads"],
+        "context": c["context"],
+        "repeats": c["repeats"],
+    }
     columns = ["step", "tokens", "ms", "tokens/s", "FLOP / byte", "GFLOP/s", "GB/s"]
-    return Table(columns, rows, note, stamp)
+    return Table(columns, rows, note, stamp, fields=fields)

@@ -147,9 +147,14 @@ def memory_table(est: MemoryEstimate, title: str = "") -> Table:
     ]
     rows = [[name, int(b), round(b / GiB, 2), round(b / GB, 2)] for name, b in parts]
     note = "Bytes per GPU; GiB = 2^30 bytes, GB = 10^9 bytes."
-    stamp = (f"{title}; " if title else "") + f"Psi = {est.n_params:,} parameters"
+    stamp = ("{title}; " if title else "") + "Psi = {psi} parameters"
+    fields = {"psi": f"{est.n_params:,}", **({"title": title} if title else {})}
     return Table(
-        columns=["part", "bytes", "GiB", "GB"], rows=rows, note=note, stamp=stamp
+        columns=["part", "bytes", "GiB", "GB"],
+        rows=rows,
+        note=note,
+        stamp=stamp,
+        fields=fields,
     )
 
 

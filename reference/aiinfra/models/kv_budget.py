@@ -116,7 +116,8 @@ def kv_budget_table(setups: tuple = SETUPS, context: int = 8192) -> Table:
         "tokens of cache",
         "sequences",
     ]
-    return Table(columns, rows, note, f"sequences of {context} tokens")
+    stamp, fields = "sequences of {context} tokens", {"context": context}
+    return Table(columns, rows, note, stamp, fields=fields)
 
 
 def kv_budget_figure(max_gpus: int = 8) -> Figure:

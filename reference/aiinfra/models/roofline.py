@@ -181,7 +181,8 @@ def roofline_table(context: int = 8192) -> Table:
         "one head of width 128 (prefill), one layer of one sequence (decode)."
     )
     columns = ["kernel", "model", "batch", "FLOP / byte"] + list(GPUS)
-    return Table(columns, rows, note, f"N = S = {context} tokens")
+    stamp, fields = "N = S = {context} tokens", {"context": context}
+    return Table(columns, rows, note, stamp, fields=fields)
 
 
 def roofline_figure(context: int = 8192) -> Figure:

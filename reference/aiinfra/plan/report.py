@@ -70,15 +70,30 @@ def plan_row(rank: int, p: Plan, job: Job) -> list:
     ]
 
 
-def job_stamp(job: Job, name: str) -> str:
-    """The job and the assumptions, for the table's stamp."""
-    return (
-        f"{name} on {job.gpus} {job.gpu} ({job.gpus_per_node} per node), "
-        f"global batch {job.global_batch:,} tokens = {job.sequences:,} x "
-        f"{job.seq:,}; compute at {job.efficiency:.0%} of peak, {job.exposed:.0%} "
-        f"of DP traffic exposed, HBM limit {job.memory_fraction:.0%}, "
-        f"{job.attention} attention"
+def job_stamp(job: Job, name: str) -> tuple[str, dict[str, object]]:
+    """The job and the assumptions, for the table's stamp.
+
+    Returns:
+        A template and its fields (:class:`~aiinfra.report.Table`).
+    """
+    template = (
+        "{model} on {gpus} {gpu} ({per_node} per node), global batch {batch} tokens "
+        "= {sequences} x {seq}; compute at {efficiency} of peak, {exposed} of DP "
+        "traffic exposed, HBM limit {memory}, {attention} attention"
     )
+    return template, {
+        "model": name,
+        "gpus": job.gpus,
+        "gpu": job.gpu,
+        "per_node": job.gpus_per_node,
+        "batch": f"{job.global_batch:,}",
+        "sequences": f"{job.sequences:,}",
+        "seq": f"{job.seq:,}",
+        "efficiency": f"{job.efficiency:.0%}",
+        "exposed": f"{job.exposed:.0%}",
+        "memory": f"{job.memory_fraction:.0%}",
+        "attention": job.attention,
+    }
 
 
 def plan_table(plans: list[Plan], job: Job, name: str) -> Table:
@@ -93,5 +108,6 @@ def plan_table(plans: list[Plan], job: Job, name: str) -> Table:
         One row per plan, numbered from 1.
     """
     rows = [plan_row(i, p, job) for i, p in enumerate(plans, 1)]
+    stamp, fields = job_stamp(job, name)
     words = (COLUMNS.index("recompute"),)  # none, selective, full: translated
-    return Table(list(COLUMNS), rows, NOTE, job_stamp(job, name), words=words)
+    return Table(list(COLUMNS), rows, NOTE, stamp, words=words, fields=fields)

@@ -138,8 +138,15 @@ def granularity_table(magnitude: float = 1e4, tokens: int = TOKENS) -> Table:
         note="Shares of the ordinary values (all but the outliers); relative "
         "(Frobenius) error of an E4M3 round trip, of the whole tensor and of the "
         "ordinary values.",
-        stamp=f"T = {tokens}, C = {CHANNELS}; outlier channels {OUTLIER_CHANNELS} "
-        f"and the element {MASSIVE_AT}, x {magnitude:g}",
+        stamp="T = {tokens}, C = {channels}; outlier channels {outliers} and the "
+        "element {element}, x {magnitude}",
+        fields={
+            "tokens": tokens,
+            "channels": CHANNELS,
+            "outliers": str(OUTLIER_CHANNELS),
+            "element": str(MASSIVE_AT),
+            "magnitude": f"{magnitude:g}",
+        },
     )
 
 
@@ -230,6 +237,6 @@ def delayed_scaling_table(
         rows=rows,
         note="Delayed: scale from the largest amax of the previous steps; current: "
         "from the tensor itself. E4M3, one scale per tensor.",
-        stamp=f"history of {history_len} steps; 128 x 128 normal tensors scaled by "
-        f"{sizes}",
+        stamp="history of {history} steps; 128 x 128 normal tensors scaled by {sizes}",
+        fields={"history": history_len, "sizes": str(sizes)},
     )

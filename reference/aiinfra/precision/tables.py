@@ -110,5 +110,6 @@ def master_weights_table(steps: int = 100) -> Table:
         ],
         rows=rows,
         note="SGD on a weight of 1.",
-        stamp=f"{steps} steps",
+        stamp="{steps} steps",
+        fields={"steps": steps},
     )

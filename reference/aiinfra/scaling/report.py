@@ -107,8 +107,14 @@ def run_table(
         f"{CHINCHILLA_TOKENS_PER_PARAMETER} tokens per parameter. The last column is "
         "the budget at which a compute-optimal model predicts the run's loss, as a "
         "fraction of the run's budget.",
-        stamp=f"{run.name}: N = {run.n:.3g}, D = {run.d:.3g}, "
-        f"{run.tokens_per_parameter:.1f} tokens per parameter, C = {c:.3g} FLOPs",
+        stamp="{run}: N = {n}, D = {d}, {ratio} tokens per parameter, C = {c} FLOPs",
+        fields={
+            "run": run.name,
+            "n": f"{run.n:.3g}",
+            "d": f"{run.d:.3g}",
+            "ratio": f"{run.tokens_per_parameter:.1f}",
+            "c": f"{c:.3g}",
+        },
     )
 
 
@@ -148,8 +154,12 @@ def fit_table(result: dict[str, Any]) -> Table:
         "paper's grid of starts; intervals: percentiles of the bootstrap refits. "
         "Hoffmann et al.'s a is computed from the printed parameters, their reported "
         "value in brackets.",
-        stamp=f"{fit['points']} runs, {len(result['bootstrap'])} resamples; "
-        f"{result['stamp']}",
+        stamp="{runs} runs, {resamples} resamples; {stamp}",
+        fields={
+            "runs": fit["points"],
+            "resamples": len(result["bootstrap"]),
+            "stamp": result["stamp"],
+        },
     )
 
 

@@ -43,7 +43,8 @@ def storage_table(res: dict[str, Any]) -> Table:
     return Table(
         ["measurement", "value"],
         rows,
-        stamp=f"{results.machine_label(st)}, {st['date']}",
+        stamp=results.measured_on(st)[0],
+        fields=results.measured_on(st)[1],
     )
 
 

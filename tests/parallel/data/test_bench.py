@@ -60,7 +60,7 @@ def test_bench_smoke_run_times_every_variant_and_stores_them(tmp_path, capsys):
 def test_committed_results_meet_the_bar_and_render():
     assert bench.bucketed_over_ddp() <= bench.BAR
     table = bench.results_table()
-    assert table.rows[0][0] == "compute only" and "gloo, 2 ranks" in table.stamp
+    assert table.rows[0][0] == "compute only" and "gloo, 2 ranks" in table.stamp_text
     ddp_row = [r for r in table.rows if r[0] == "torch DDP" and r[1] == 25.0]
     assert ddp_row[0][3] == 1.0  # DDP at 25 MiB is the column's unit
     fig = bench.ddp_step_time_figure()

@@ -51,7 +51,7 @@ def test_committed_losses_agree_and_tables_render():
     assert zero_results.max_loss_gap() < 1e-6
     table = zero_results.loss_table()
     assert [row[0] for row in table.rows] == list(committed["losses"])
-    assert all(row[3] < 1e-6 for row in table.rows) and "DeepSpeed" in table.stamp
+    assert all(row[3] < 1e-6 for row in table.rows) and "DeepSpeed" in table.stamp_text
 
 
 def test_committed_deepspeed_estimates_are_deepspeeds_own():

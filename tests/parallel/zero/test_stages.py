@@ -180,7 +180,7 @@ def test_memory_table_puts_measured_bytes_beside_the_formula(results, group, n):
     for row in table.rows:
         assert row[col["measured (B)"]] == row[col["formula at Psi_pad (B)"]]
         assert row[col["sent / Psi_pad"]] == row[col["paper: sent / Psi"]]
-    assert f"N_d = {n} gloo ranks" in table.stamp
+    assert f"N_d = {n} gloo ranks" in table.stamp_text
 
 
 @pytest.mark.parametrize("cls", [Zero1, Zero2, Zero3])

@@ -47,8 +47,8 @@ def namespace_table() -> Table:
         "(include/linux/proc_ns.h); mnt and net have none on older kernels."
     )
     columns = ["namespace", "inode", "what it isolates", "host's"]
-    stamp = results.machine_label(res["stamp"]) + ", " + res["stamp"]["date"][:10]
-    return Table(columns, rows, note, stamp=stamp, words=(2, 3))
+    stamp, fields = results.measured_on(res["stamp"])
+    return Table(columns, rows, note, stamp=stamp, words=(2, 3), fields=fields)
 
 
 def new_namespaces() -> int:

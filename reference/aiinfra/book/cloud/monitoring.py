@@ -194,13 +194,19 @@ def scrape_table() -> Table:
         "the exporter and from getrusage by the loop after the scrape."
     )
     stamp = results.machine_stamp(1, "gloo")
+    on, fields = results.measured_on(stamp)
     stamp_text = (
-        f"{results.machine_label(stamp)}, torch {stamp['torch']}, {stamp['date'][:10]}"
-        f"; {SCRAPE_STEPS} steps of {_TOKENS} tokens; serving, steps and scrape took "
-        f"{run.wall_s * 1e3:.0f} ms"
+        on + "; torch {torch}; {steps} steps of {tokens} tokens; serving, steps and "
+        "scrape took {ms} ms"
     )
+    fields |= {
+        "torch": stamp["torch"],
+        "steps": SCRAPE_STEPS,
+        "tokens": _TOKENS,
+        "ms": f"{run.wall_s * 1e3:.0f}",
+    }
     columns = ["series", "scraped", "loop", "relative difference"]
-    return Table(columns, rows, note, stamp=stamp_text, words=())
+    return Table(columns, rows, note, stamp=stamp_text, words=(), fields=fields)
 
 
 def scrape_figure() -> Figure:

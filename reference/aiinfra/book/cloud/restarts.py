@@ -67,7 +67,8 @@ def attempts_table() -> Table:
         ["attempt", "rank", "resumed from step", "killed before step", "ended at step"],
         rows,
         note="Each worker's own record (aiinfra.cloud.train), written as it ran.",
-        stamp=f"{results.machine_label(st)}, {st['date']}",
+        stamp=results.measured_on(st)[0],
+        fields=results.measured_on(st)[1],
     )
 
 

@@ -177,7 +177,8 @@ def reshard_table() -> Table:
         ["ranks", "rows of 0.weight", "rows of 2.weight", "max abs(loaded - saved)"],
         rows,
         note="Measured: the largest difference over every weight and Adam moment.",
-        stamp=f"{results.machine_label(st)}, {st['date']}",
+        stamp=results.measured_on(st)[0],
+        fields=results.measured_on(st)[1],
     )
 
 
@@ -279,12 +280,15 @@ def cluster_table() -> Table:
             "Async stall: each GPU's share of it copied to host memory over PCIe "
             "5.0 x16."
         ),
-        stamp=(
-            f"{CLUSTER_GPUS:,} {GPUS[_cluster.CLUSTER_GPU].name}, "
-            f"MFU {_cluster.CLUSTER_MFU:.0%}, "
-            f"{_cluster.CLUSTER_BATCH_TOKENS / 2**20:.0f}Mi tokens per step in "
-            f"sequences of {_cluster.CLUSTER_SEQ:,}"
-        ),
+        stamp="{gpus} {gpu}, MFU {mfu}, {tokens}Mi tokens per step in sequences of "
+        "{seq}",
+        fields={
+            "gpus": f"{CLUSTER_GPUS:,}",
+            "gpu": GPUS[_cluster.CLUSTER_GPU].name,
+            "mfu": f"{_cluster.CLUSTER_MFU:.0%}",
+            "tokens": f"{_cluster.CLUSTER_BATCH_TOKENS / 2**20:.0f}",
+            "seq": f"{_cluster.CLUSTER_SEQ:,}",
+        },
     )
 
 

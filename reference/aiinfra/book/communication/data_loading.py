@@ -159,10 +159,16 @@ def need_table() -> Table:
             "on this CPU over one GPU's need."
         ),
         stamp=(
-            f"{GPUS[CLUSTER_GPU].name}, MFU {CLUSTER_MFU:.0%}, sequences of "
-            f"{CLUSTER_SEQ:,}, {GPUS_PER_NODE} GPUs per node; loader measured on "
-            f"{results.machine_label(st)}, {st['date']}"
+            "{gpu}, MFU {mfu}, sequences of {seq}, {per_node} GPUs per node; loader "
+            "measured on " + results.MEASURED_ON
         ),
+        fields={
+            "gpu": GPUS[CLUSTER_GPU].name,
+            "mfu": f"{CLUSTER_MFU:.0%}",
+            "seq": f"{CLUSTER_SEQ:,}",
+            "per_node": GPUS_PER_NODE,
+            **results.measured_on(st)[1],
+        },
     )
 
 

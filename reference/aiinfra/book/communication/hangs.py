@@ -38,9 +38,14 @@ def _row(scenario: str) -> dict[str, Any]:
     raise ValueError(f"scenario must be one of {hangs.SCENARIOS}, got {scenario!r}")
 
 
-def _stamp() -> str:
+def _stamp() -> dict:
+    """The measurement's machine, torch and day, as a stamp template and fields."""
     s = _res()["stamp"]
-    return f"{results.machine_label(s)}, torch {s['torch']}, {s['date'][:10]}"
+    template, fields = results.measured_on(s)
+    return {
+        "stamp": template + "; torch {torch}",
+        "fields": {**fields, "torch": s["torch"]},
+    }
 
 
 def nccl_default_timeout_min() -> float:
@@ -89,7 +94,7 @@ def errors_table(scenario: str) -> Table:
         rows,
         note="Gloo ranks spawned on one machine; messages with the build path and "
         "the tensor options removed; times from entering the faulty collective.",
-        stamp=_stamp(),
+        **_stamp(),
     )
 
 
@@ -172,5 +177,5 @@ def diagnosis_table() -> Table:
         rows,
         note="Culprit from aiinfra.comm.flight_recorder.diagnose on our own logs; "
         "torch's flight recorder dumped by each surviving rank (gloo, on request).",
-        stamp=_stamp(),
+        **_stamp(),
     )

@@ -265,8 +265,15 @@ def tradeoff_table() -> Table:
         ],
         rows,
         note="Simulated by aiinfra.comm.incast; links paused: share of link-slots.",
-        stamp=f"{STEADY.senders} senders x {STEADY.packets_per_sender} packets of "
-        f"{PACKET_BYTES} B at {LINK_GBITS} Gb/s, {STEADY.buffer_packets}-packet ports",
+        stamp="{senders} senders x {packets} packets of {size} B at {gbits} Gb/s, "
+        "{buffer}-packet ports",
+        fields={
+            "senders": STEADY.senders,
+            "packets": STEADY.packets_per_sender,
+            "size": PACKET_BYTES,
+            "gbits": LINK_GBITS,
+            "buffer": STEADY.buffer_packets,
+        },
     )
 
 

@@ -183,7 +183,8 @@ def checkpoint_table() -> Table:
         ["checkpoint", "C (s)", "Young (min)", "Daly (min)", "goodput at Daly (%)"],
         rows,
         note="At Llama 3's job MTBF; checkpoint and restart costs are assumptions.",
-        stamp=f"R = {RESTART_MINUTES:g} min",
+        stamp="R = {restart} min",
+        fields={"restart": f"{RESTART_MINUTES:g}"},
     )
 
 
@@ -217,7 +218,12 @@ def monte_carlo_table() -> Table:
         rows,
         note="At Llama 3's job MTBF; intervals: Daly's optimum and four times it; "
         "the simulation draws exponential gaps between failures.",
-        stamp=f"R = {RESTART_MINUTES:g} min; seed {_SEED}, {FAILURES:,} failures",
+        stamp="R = {restart} min; seed {seed}, {failures} failures",
+        fields={
+            "restart": f"{RESTART_MINUTES:g}",
+            "seed": _SEED,
+            "failures": f"{FAILURES:,}",
+        },
     )
 
 

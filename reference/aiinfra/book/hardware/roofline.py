@@ -43,13 +43,20 @@ def ridge_table() -> Table:
     return Table(columns + ["FP8 ridge"], rows, note)
 
 
-def _stamp(res: dict[str, Any]) -> str:
+def _stamp(res: dict[str, Any]) -> dict[str, Any]:
+    """The measurement's settings and machine: a stamp template and its fields."""
     st, c = res["stamp"], res["config"]
-    return (
-        f"{c['threads']} thread(s), fastest of {c['repeats']} repeats, "
-        f"{c['stream_mib']} MiB per stream array; {results.machine_label(st)}, "
-        f"load {st['load_1min']}; torch {st['torch']}; {st['date']}"
-    )
+    on, fields = results.run_on(st)
+    return {
+        "stamp": "{threads} thread(s), fastest of {repeats} repeats, {mib} MiB per "
+        "stream array; " + on,
+        "fields": {
+            **fields,
+            "threads": c["threads"],
+            "repeats": c["repeats"],
+            "mib": c["stream_mib"],
+        },
+    }
 
 
 def sweep_table() -> Table:
@@ -70,7 +77,7 @@ def sweep_table() -> Table:
         "fastest float32 matmul is the peak, the fastest stream the bandwidth."
     )
     columns = ["kernel", "m x k x n", "dtype", "GFLOP/s", "GB/s"]
-    return Table(columns, rows, note, _stamp(res))
+    return Table(columns, rows, note, **_stamp(res))
 
 
 def measured_figure() -> Figure:
@@ -140,5 +147,6 @@ def gpu_kernel_table() -> Table:
         "H100 SXM with its datasheet BF16 ridge and the same kernels in bf16."
     )
     columns = ["kernel", "FLOP / byte", "of CPU peak", "FLOP / byte, bf16"]
-    stamp = f"CPU ridge {ridge:.1f}, {g.name} ridge {g.ridge:.0f} FLOP/byte"
-    return Table(columns + [f"of {_GPU} peak"], rows, note, stamp)
+    stamp = "CPU ridge {cpu}, {gpu} ridge {gpu_ridge} FLOP/byte"
+    fields = {"cpu": f"{ridge:.1f}", "gpu": g.name, "gpu_ridge": f"{g.ridge:.0f}"}
+    return Table(columns + [f"of {_GPU} peak"], rows, note, stamp, fields=fields)

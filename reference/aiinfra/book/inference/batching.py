@@ -269,10 +269,18 @@ def disagg_table() -> Table:
         "model, not a measurement); KV caches sent over one 400 Gb/s NIC."
     )
     stamp = (
-        f"{DISAGG_GPUS} GPUs, {N_REQUESTS} requests at {DISAGG_RATE} per second, "
-        f"prompts {DISAGG_PROMPT}, outputs {DISAGG_OUTPUT} tokens"
+        "{gpus} GPUs, {requests} requests at {rate} per second, prompts {prompts}, "
+        "outputs {outputs} tokens"
     )
-    return Table(columns + ["TPOT p50 ms", "TPOT p99 ms"], rows, note, stamp)
+    fields = {
+        "gpus": DISAGG_GPUS,
+        "requests": N_REQUESTS,
+        "rate": DISAGG_RATE,
+        "prompts": str(DISAGG_PROMPT),
+        "outputs": str(DISAGG_OUTPUT),
+    }
+    columns += ["TPOT p50 ms", "TPOT p99 ms"]
+    return Table(columns, rows, note, stamp, fields=fields)
 
 
 def disagg_figure() -> Figure:

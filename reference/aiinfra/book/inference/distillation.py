@@ -23,7 +23,7 @@ from aiinfra.models.config import TransformerConfig
 from aiinfra.models.params import count_parameters
 from aiinfra.models.presets import preset
 from aiinfra.report import Table
-from aiinfra.results import machine_label
+from aiinfra.results import measured_on
 
 _TEMPERATURES = (1.0, 2.0, 4.0, 8.0)  # the soft-target figure's
 _GRAD_V = 32  # V of the gradient figure's random logits
@@ -277,11 +277,18 @@ def distill_table() -> Table:
         "Held-out cross-entropy in nats per token after the last step and the "
         "lowest seen; perplexity is exp of the final loss."
     )
+    on, fields = measured_on(r["stamp"])
     stamp = (
-        f"V = {c['vocab']}, T = {c['seq_len']}, temperature {c['temperature']}, "
-        f"alpha {c['alpha']}; source loss {r['source_loss']:.3f}; measured on "
-        f"{machine_label(r['stamp'])}, {r['stamp']['date'][:10]}"
+        "V = {vocab}, T = {seq}, temperature {temperature}, alpha {alpha}; source "
+        "loss {loss}; measured on " + on
     )
+    fields |= {
+        "vocab": c["vocab"],
+        "seq": c["seq_len"],
+        "temperature": c["temperature"],
+        "alpha": c["alpha"],
+        "loss": f"{r['source_loss']:.3f}",
+    }
     columns = [
         "model",
         "parameters",
@@ -290,4 +297,4 @@ def distill_table() -> Table:
         "best loss",
         "perplexity",
     ]
-    return Table(columns, rows, note, stamp)
+    return Table(columns, rows, note, stamp, fields=fields)

@@ -153,7 +153,8 @@ def phase_table() -> Table:
     )
     columns = ["step", "tokens", "FLOP / byte", "H100 ms"]
     columns += [f"{g} tokens/s" for g in GPUS]
-    return Table(columns, rows, note, f"decode context = {TABLE_CONTEXT} tokens")
+    stamp, fields = "decode context = {context} tokens", {"context": TABLE_CONTEXT}
+    return Table(columns, rows, note, stamp, fields=fields)
 
 
 def _roofline_axes(ax: Axes, ylabel: str) -> None:

@@ -23,7 +23,7 @@ from aiinfra.infer.quant.evaluate import DEFAULT_PATH
 from aiinfra.infer.quant.gptq import PERCDAMP
 from aiinfra.infer.quant.smoothquant import W8A8Linear, smooth, smoothing_scales
 from aiinfra.report import Table
-from aiinfra.results import machine_label
+from aiinfra.results import measured_on
 
 QC_ALPHA = 0.5  # SmoothQuant's migration strength for most models
 QC_AWQ_GRID = 20  # AWQ's grid of exponents
@@ -236,16 +236,21 @@ def qc_eval_table() -> Table:
     ]
     note = (
         "Held-out perplexity; relative weight and output errors averaged over "
-        f"the quantized layers; row: one scale per output row, g{qc_eval_group()}: "
-        f"per {qc_eval_group()} inputs."
+        "the quantized layers; row: one scale per output row, g{group}: one per "
+        "{group} inputs."
     )
     st, c = res["stamp"], res["config"]
-    stamp = (
-        f"{machine_label(st)}; V = {c['model']['vocab_size']}, "
-        f"h = {c['model']['d_model']}, L = {c['model']['n_layers']}, "
-        f"{c['steps']} steps; floor "
-        f"{res['floor_ppl']:.3f}; {st['date'][:10]}"
-    )
+    on, fields = measured_on(st)
+    stamp = on + "; V = {vocab}, h = {width}, L = {layers}, {steps} steps; "
+    stamp += "floor {floor}"
+    fields |= {
+        "group": qc_eval_group(),
+        "vocab": c["model"]["vocab_size"],
+        "width": c["model"]["d_model"],
+        "layers": c["model"]["n_layers"],
+        "steps": c["steps"],
+        "floor": f"{res['floor_ppl']:.3f}",
+    }
     columns = [
         "method",
         "perplexity",
@@ -253,7 +258,7 @@ def qc_eval_table() -> Table:
         "weight err (%)",
         "output err (%)",
     ]
-    return Table(columns, rows, note, stamp)
+    return Table(columns, rows, note, stamp, fields=fields)
 
 
 def qc_ppl_figure() -> Figure:

@@ -27,6 +27,7 @@ from aiinfra.models.params import count_parameters
 from aiinfra.models.presets import preset
 from aiinfra.models.roofline import Kernel
 from aiinfra.report import Table
+from aiinfra.results import run_on
 
 SPEC_P = (0.4, 0.3, 0.1, 0.1, 0.1)  # the tests' toy laws: sum min(p, q) = 0.6
 SPEC_Q = (0.1, 0.2, 0.3, 0.2, 0.2)
@@ -194,15 +195,27 @@ def spec_bench_table() -> Table:
     rows = [[round(v, digits.get(n, 2)) for n, v in r.items()] for r in _measured()]
     res = load_speculative_bench()
     st, cfg, f = res["stamp"], res["config"], res["forward_ms"]
+    on, fields = run_on(st)
     stamp = (
-        f"target h = {cfg['target_width']}, L = {cfg['target_layers']}; draft "
-        f"h = {cfg['draft_width']}, L = {cfg['draft_layers']}; V = {cfg['vocab']}; "
-        f"forward {f['target_1']:.2f} ms and {f['draft_1']:.2f} ms (c = "
-        f"{spec_cost_ratio():.2f}); {cfg['repeats']} x {cfg['prompts']} prompts of "
-        f"{cfg['new_tokens']} tokens, T = {cfg['temperature']}; {st['threads']} "
-        f"thread on {st['cpu']}, load {st['load_1min']}; torch {st['torch']}; "
-        f"{st['date']}"
+        "target h = {tw}, L = {tl}; draft h = {dw}, L = {dl}; V = {vocab}; forward "
+        "{tms} ms and {dms} ms (c = {c}); {repeats} x {prompts} prompts of {new} "
+        "tokens, T = {temperature}; {threads} thread on " + on
     )
+    fields |= {
+        "tw": cfg["target_width"],
+        "tl": cfg["target_layers"],
+        "dw": cfg["draft_width"],
+        "dl": cfg["draft_layers"],
+        "vocab": cfg["vocab"],
+        "tms": f"{f['target_1']:.2f}",
+        "dms": f"{f['draft_1']:.2f}",
+        "c": f"{spec_cost_ratio():.2f}",
+        "repeats": cfg["repeats"],
+        "prompts": cfg["prompts"],
+        "new": cfg["new_tokens"],
+        "temperature": cfg["temperature"],
+        "threads": st["threads"],
+    }
     return Table(
         ["k", "alpha", "accepted / drafted", "tokens per call"]
         + ["formula", "speed-up", "model", "round cost"],
@@ -211,6 +224,7 @@ def spec_bench_table() -> Table:
         "measured alpha; model: the formula divided by (k c + 1); round cost: "
         "the measured time of a round in plain decoding steps (the model: k c + 1).",
         stamp,
+        fields=fields,
     )
 
 

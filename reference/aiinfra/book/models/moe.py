@@ -198,11 +198,20 @@ def moe_balance_table() -> Table:
         "Max/mean load at step 0 and over the last 10 steps; task loss (MSE), last 10."
     )
     stamp = (
-        f"h = {MOE_RUN.d_model}, E = {MOE_RUN.n_experts}, K = {MOE_RUN.top_k}, "
-        f"T = {MOE_RUN.tokens}, {MOE_RUN.steps} steps, alpha = {MOE_RUN.alpha}, "
-        f"gamma = {MOE_RUN.gamma}"
+        "h = {width}, E = {experts}, K = {top_k}, T = {tokens}, {steps} steps, "
+        "alpha = {alpha}, gamma = {gamma}"
     )
-    return Table(["method", "at step 0", "at the end", "task loss"], rows, note, stamp)
+    fields = {
+        "width": MOE_RUN.d_model,
+        "experts": MOE_RUN.n_experts,
+        "top_k": MOE_RUN.top_k,
+        "tokens": MOE_RUN.tokens,
+        "steps": MOE_RUN.steps,
+        "alpha": MOE_RUN.alpha,
+        "gamma": MOE_RUN.gamma,
+    }
+    columns = ["method", "at step 0", "at the end", "task loss"]
+    return Table(columns, rows, note, stamp, fields=fields)
 
 
 def moe_bench_table() -> Table:

@@ -198,15 +198,21 @@ def plan_cases_table() -> Table:
         "Table 4: measured, BF16 MFU). GB = 1e9 bytes of the busiest stage; "
         "TFLOP/s: model FLOPs per GPU per second."
     )
+    cases = list(PLAN_CASES.values())
     stamp = "; ".join(
-        f"{model}: {gpus} GPUs, {batch:,} tokens per step"
-        for model, gpus, batch in PLAN_CASES.values()
+        f"{{m{i}}}: {{g{i}}} GPUs, {{b{i}}} tokens per step" for i in range(len(cases))
     )
-    stamp += (
-        f"; H100, T = {PLAN_SEQ}, compute at {PLAN_EFFICIENCY:.0%} of peak, "
-        f"{PLAN_EXPOSED:.0%} of DP traffic exposed"
-    )
-    return Table(columns, rows, note, stamp, words=(0, columns.index("recompute")))
+    stamp += "; H100, T = {seq}, compute at {efficiency} of peak, {exposed} of DP "
+    stamp += "traffic exposed"
+    fields: dict[str, object] = {
+        "seq": PLAN_SEQ,
+        "efficiency": f"{PLAN_EFFICIENCY:.0%}",
+        "exposed": f"{PLAN_EXPOSED:.0%}",
+    }
+    for i, (model, gpus, batch) in enumerate(cases):
+        fields |= {f"m{i}": model, f"g{i}": gpus, f"b{i}": f"{batch:,}"}
+    words = (0, columns.index("recompute"))
+    return Table(columns, rows, note, stamp, words=words, fields=fields)
 
 
 def plan_command_table() -> Table:

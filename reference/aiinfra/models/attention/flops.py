@@ -127,6 +127,7 @@ def conventions_table(
         "kernel computes, T (T + 1) / 2, or with a sliding window W, "
         "W (W + 1) / 2 + (T - W) W."
     )
+    windowed = [n for n in names if preset(n).sliding_window]
     return Table(
         [
             "model",
@@ -139,14 +140,15 @@ def conventions_table(
         ],
         rows,
         note,
+        # Model names and numbers only: shown as they are, never a message.
         "; ".join(
-            [f"T = {seq_len}"]
-            + [
-                f"W = {preset(n).sliding_window} ({n})"
-                for n in names
-                if preset(n).sliding_window
-            ]
+            ["T = {T}"] + [f"W = {{w{i}}} ({{m{i}}})" for i, _ in enumerate(windowed)]
         ),
+        fields={
+            "T": seq_len,
+            **{f"w{i}": preset(n).sliding_window for i, n in enumerate(windowed)},
+            **{f"m{i}": n for i, n in enumerate(windowed)},
+        },
     )
 
 

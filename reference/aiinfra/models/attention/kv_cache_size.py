@@ -158,7 +158,8 @@ def kv_cache_table(
         "is one sequence of the stated length (Mistral-7B's 4096-token sliding "
         "window would cap its cache at 4096 tokens)."
     )
-    stamp = f"{bytes_per_element} bytes per element; {context} tokens"
+    stamp = "{bytes} bytes per element; {context} tokens"
+    fields = {"bytes": bytes_per_element, "context": context}
     return Table(
         [
             "model",
@@ -174,6 +175,7 @@ def kv_cache_table(
         rows,
         note,
         stamp=stamp,
+        fields=fields,
     )
 
 

@@ -213,7 +213,13 @@ def node_limit_table(spec: MoESpec, n_nodes: int, tokens: int = 2048) -> Table:
         note="Per token, simulated with random router scores: the nodes its experts "
         "live on (mean, and the most over the tokens), and the copies that leave its "
         "node when one is sent per remote expert or one per remote node.",
-        stamp=f"E = {spec.n_experts}, K = {spec.top_k}, N = {n_nodes}, {tokens} tokens",
+        stamp="E = {experts}, K = {top_k}, N = {nodes}, {tokens} tokens",
+        fields={
+            "experts": spec.n_experts,
+            "top_k": spec.top_k,
+            "nodes": n_nodes,
+            "tokens": tokens,
+        },
     )
 
 

@@ -145,13 +145,20 @@ def equivalence_table() -> Table:
         "learned positions, biases."
     )
     stamp = (
-        f"{layers} layers, width {width}; prompts of {PROMPT_LEN} tokens, "
-        f"{NEW_TOKENS} new tokens each; Mistral's window "
-        f"{FAMILIES['Mistral'][1]['sliding_window']} tokens"
+        "{layers} layers, width {width}; prompts of {prompt} tokens, {new} new tokens "
+        "each; Mistral's window {window} tokens"
     )
+    fields = {
+        "layers": layers,
+        "width": width,
+        "prompt": PROMPT_LEN,
+        "new": NEW_TOKENS,
+        "window": FAMILIES["Mistral"][1]["sliding_window"],
+    }
     return Table(
         ["family", "transformers class", "max |logit difference|", "equal tokens"],
         rows,
         note,
         stamp,
+        fields=fields,
     )

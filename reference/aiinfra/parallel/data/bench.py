@@ -224,14 +224,21 @@ def results_table(backend: str = "gloo") -> Table:
     ]
     st, cfg = res["stamp"], res["config"]
     note = "Median step time over the repeats, the variants timed in turn."
+    on, fields = results.run_on(st)
     stamp = (
-        f"{cfg['repeats']} repeats x {cfg['steps']} steps; "
-        f"{cfg['n_params']:,} parameters, batch {cfg['batch']}; {st['backend']}, "
-        f"{st['world_size']} ranks on {results.machine_label(st)}, load "
-        f"{st['load_1min']}; torch {st['torch']}; {st['date']}"
+        "{repeats} repeats x {steps} steps; {params} parameters, batch {batch}; "
+        "{backend}, {ranks} ranks on " + on
     )
+    fields |= {
+        "repeats": cfg["repeats"],
+        "steps": cfg["steps"],
+        "params": f"{cfg['n_params']:,}",
+        "batch": cfg["batch"],
+        "backend": st["backend"],
+        "ranks": st["world_size"],
+    }
     columns = ["variant", "bucket (MiB)", "step (ms)", "/ DDP at 25 MiB"]
-    return Table(columns, rows, note, stamp)
+    return Table(columns, rows, note, stamp, fields=fields)
 
 
 def ddp_step_time_figure(backend: str = "gloo") -> Figure:

@@ -186,7 +186,11 @@ def memory_table(measurements: list[dict]) -> Table:
         note="Bytes per rank (B = bytes); bf16 parameters and gradients, fp32 master "
         "copy and Adam moments (K_opt = 12), counted from tensor storages after one "
         "step. Sent: elements per rank per step, in the paper's convention.",
-        stamp=(
-            f"N_d = {world_size} {backend} ranks, Psi = {psi:,}, Psi_pad = {padded:,}"
-        ),
+        stamp="N_d = {world} {backend} ranks, Psi = {psi}, Psi_pad = {padded}",
+        fields={
+            "world": world_size,
+            "backend": backend,
+            "psi": f"{psi:,}",
+            "padded": f"{padded:,}",
+        },
     )

@@ -112,17 +112,21 @@ def loss_table() -> Table:
     ]
     st = res["stamp"]
     note = "Loss of the whole batch (the mean over the ranks), AdamW in fp32."
-    stamp = (
-        f"{st['world_size']} gloo ranks, {res['config']['n_steps']} steps; torch "
-        f"{st['torch']}, DeepSpeed {st['deepspeed']}; {st['date']}"
-    )
+    stamp = "{ranks} gloo ranks, {steps} steps; torch {torch}, DeepSpeed {ds}; {date}"
+    fields = {
+        "ranks": st["world_size"],
+        "steps": res["config"]["n_steps"],
+        "torch": st["torch"],
+        "ds": st["deepspeed"],
+        "date": str(st["date"])[:10],
+    }
     columns = [
         "implementation",
         "loss, step 1",
         "loss, last step",
         "max |gap| to one process",
     ]
-    return Table(columns, rows, note, stamp)
+    return Table(columns, rows, note, stamp, fields=fields)
 
 
 def estimator_table() -> Table:
