@@ -23,9 +23,13 @@ def env_table(layer: str) -> Table:
     if layer not in ("NCCL", "PyTorch"):
         raise ValueError(f"layer must be 'NCCL' or 'PyTorch', got {layer!r}")
     # What the source does not confirm goes with what the variable does: that
-    # column is words (translated), the values are code and stay as they are.
+    # column is words (translated); a variable's other name goes with its name.
     rows = [
-        [v.what + (f" (unsure: {v.unsure})" if v.unsure else ""), v.name, v.values]
+        [
+            v.what + (f" (unsure: {v.unsure})" if v.unsure else ""),
+            ", ".join(filter(None, (v.name, v.alias))),
+            v.values,
+        ]
         for v in nccl_env.ENV_VARS
         if v.layer == layer
     ]
