@@ -38,6 +38,7 @@ class EnvVar:
         values: typical values.
         source: the page or file that documents it.
         unsure: what we could not confirm from the source, or ``""``.
+        alias: another name the same setting is read from, or ``""``.
     """
 
     name: str
@@ -45,6 +46,7 @@ class EnvVar:
     values: str
     source: str = NCCL_ENV_URL
     unsure: str = ""
+    alias: str = ""
 
     @property
     def layer(self) -> str:
@@ -72,8 +74,8 @@ ENV_VARS: tuple[EnvVar, ...] = (
     ),
     EnvVar(
         "NCCL_IB_HCA",
-        "which RDMA devices and ports NET/IB uses",
-        "mlx5_0:1,mlx5_1:1; ^mlx5_4 excludes",
+        "which RDMA devices and ports NET/IB uses (^ excludes)",
+        "mlx5_0:1,mlx5_1:1; ^mlx5_4",
     ),
     EnvVar(
         "NCCL_IB_DISABLE",
@@ -132,9 +134,10 @@ ENV_VARS: tuple[EnvVar, ...] = (
     ),
     EnvVar(
         "TORCH_NCCL_TRACE_BUFFER_SIZE",
-        "entries of the flight recorder",
-        "2000 (default in 2.13), 0 off; alias TORCH_FR_BUFFER_SIZE",
+        "entries of the flight recorder: 2000 by default in 2.13, 0 turns it off",
+        "2000, 0",
         TORCH_NCCL_ENV_URL,
+        alias="TORCH_FR_BUFFER_SIZE",
     ),
     EnvVar(
         "TORCH_NCCL_DUMP_ON_TIMEOUT",
@@ -145,9 +148,10 @@ ENV_VARS: tuple[EnvVar, ...] = (
     EnvVar(
         "TORCH_NCCL_DEBUG_INFO_TEMP_FILE",
         "path prefix of those dumps, one file per rank",
-        "/tmp/nccl_trace_rank_; alias TORCH_FR_DUMP_TEMP_FILE",
+        "/tmp/nccl_trace_rank_",
         TORCH_NCCL_ENV_URL,
         unsure="the default prefix is from the docs; not in the 2.13 headers",
+        alias="TORCH_FR_DUMP_TEMP_FILE",
     ),
     EnvVar(
         "TORCH_DISTRIBUTED_DEBUG",
@@ -204,8 +208,8 @@ TOPOLOGY: tuple[TopologyItem, ...] = (
         NCCL_XML_CC_URL,
     ),
     TopologyItem(
-        "path types LOC NVL NVB C2C PIX PXB PXN PHB SYS NET",
-        "how far apart two devices are, nearest first; the P2P and GDR "
+        "LOC NVL NVB C2C PIX PXB PXN PHB SYS NET",
+        "path types: how far apart two devices are, nearest first; the P2P and GDR "
         "level variables take these names",
         NCCL_TOPO_CC_URL,
     ),

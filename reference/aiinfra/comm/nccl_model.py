@@ -276,6 +276,7 @@ def protocol_table() -> Table:
     ]
     return Table(
         ["protocol", "bytes per store", "data bytes", "data share of bandwidth"],
-        rows + [["Simple", "chunk", "chunk", 1.0]],
+        rows + [["Simple", "a chunk", "a chunk", 1.0]],
         note="Simple waits on a memory fence per chunk instead of a flag per store.",
+        words=(0, 1, 2),  # Simple stores a whole chunk: words, translated
     )

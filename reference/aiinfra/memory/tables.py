@@ -202,9 +202,10 @@ def measured_model_states_table() -> Table:
         measured, formula, n_tensors = measure_model_states(mixed)
         for part in ("params", "grads", "optimizer"):
             rows.append([label, part, getattr(formula, part), getattr(measured, part)])
-        rows[-1][2] = f"{formula.optimizer} + 4 x {n_tensors} step counters"
+        rows[-1][2] = f"{formula.optimizer} + 4 x {n_tensors}"
     return Table(
         columns=["setting", "part", "formula", "measured"],
         rows=rows,
-        note="Bytes of a 2-layer TinyGPT; formula (4+4+8) Psi or (2+2+12) Psi.",
+        note="Bytes of a 2-layer TinyGPT; formula (4+4+8) Psi or (2+2+12) Psi, and "
+        "4 bytes of AdamW's step counter per parameter tensor.",
     )

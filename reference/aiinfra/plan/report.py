@@ -109,4 +109,5 @@ def plan_table(plans: list[Plan], job: Job, name: str) -> Table:
     """
     rows = [plan_row(i, p, job) for i, p in enumerate(plans, 1)]
     stamp, fields = job_stamp(job, name)
-    return Table(list(COLUMNS), rows, NOTE, stamp, fields=fields)
+    words = (COLUMNS.index("recompute"),)  # none, selective, full: translated
+    return Table(list(COLUMNS), rows, NOTE, stamp, words=words, fields=fields)

@@ -77,7 +77,7 @@ def pod_table() -> Table:
         ["CPU (requests)", res["requests"]["cpu"]],
         ["memory (requests = limits)", res["limits"]["memory"]],
         ["/dev/shm (memory-backed emptyDir)", shm["emptyDir"]["sizeLimit"]],
-        ["pods of this job per node", f"1 (anti-affinity on {term['topologyKey']})"],
+        ["pods of this job per node (anti-affinity)", f"1 ({term['topologyKey']})"],
         ["tolerates the taint", spec["tolerations"][0]["key"]],
     ]
     return Table(
@@ -103,8 +103,9 @@ def torchrun_table() -> Table:
     return Table(
         ["flag", "value", "what it sets"],
         rows,
-        note="Then the training command: " + " ".join(REFERENCE_COMMAND) + ".",
+        note="Then the training command: {command}.",
         words=(2,),
+        fields={"command": " ".join(REFERENCE_COMMAND)},
     )
 
 

@@ -223,8 +223,8 @@ def kill_table() -> Table:
     rows = [
         ["the latest pointer names", at["pointer"]],
         ["committed checkpoints", ", ".join(at["committed"])],
-        [".tmp-step_00000002 holds", partial],
-        ["latest_checkpoint() returns", at["latest"]],
+        ["step 2's temporary folder holds", partial],
+        ["the checkpoint a reader resumes from", at["latest"]],
         ["the restarted job loaded step", str(at["restarted_at_step"])],
     ]
     return Table(

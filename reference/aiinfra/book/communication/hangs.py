@@ -85,7 +85,7 @@ def errors_table(scenario: str) -> Table:
     for rank, (error, seconds) in enumerate(
         zip(row["errors"], row["elapsed_s"], strict=True)
     ):
-        text = (error or "nothing: the process exited").split(_CUT)[0]
+        text = (error or "").split(_CUT)[0]  # none: the process exited
         rows.append([rank, "" if seconds is None else f"{seconds:.2f}", text])
     if row["launcher"]:
         rows.append(["launcher", "", row["launcher"]])
@@ -93,7 +93,8 @@ def errors_table(scenario: str) -> Table:
         ["rank", "after (s)", "what torch raised"],
         rows,
         note="Gloo ranks spawned on one machine; messages with the build path and "
-        "the tensor options removed; times from entering the faulty collective.",
+        "the tensor options removed; times from entering the faulty collective; no "
+        "message: the process exited.",
         **_stamp(),
     )
 

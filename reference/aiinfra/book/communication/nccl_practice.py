@@ -22,8 +22,14 @@ def env_table(layer: str) -> Table:
     """The environment variables of ``layer`` (``"NCCL"`` or ``"PyTorch"``)."""
     if layer not in ("NCCL", "PyTorch"):
         raise ValueError(f"layer must be 'NCCL' or 'PyTorch', got {layer!r}")
+    # What the source does not confirm goes with what the variable does: that
+    # column is words (translated); a variable's other name goes with its name.
     rows = [
-        [v.what, v.name, v.values + (" (unsure: " + v.unsure + ")" if v.unsure else "")]
+        [
+            v.what + (f" (unsure: {v.unsure})" if v.unsure else ""),
+            ", ".join(filter(None, (v.name, v.alias))),
+            v.values,
+        ]
         for v in nccl_env.ENV_VARS
         if v.layer == layer
     ]
@@ -36,6 +42,7 @@ def env_table(layer: str) -> Table:
         ["what it does", "variable", "typical values"],
         rows,
         note=f"Source: {source}. Marked unsure: not confirmed in the source.",
+        words=(0, 2),
     )
 
 

@@ -211,7 +211,8 @@ def plan_cases_table() -> Table:
     }
     for i, (model, gpus, batch) in enumerate(cases):
         fields |= {f"m{i}": model, f"g{i}": gpus, f"b{i}": f"{batch:,}"}
-    return Table(columns, rows, note, stamp, fields=fields)
+    words = (0, columns.index("recompute"))
+    return Table(columns, rows, note, stamp, words=words, fields=fields)
 
 
 def plan_command_table() -> Table:

@@ -136,6 +136,7 @@ def tp_traffic_table(p: int = 8) -> Table:
             "reduce-scatter, twice that per all-reduce. The tests count the "
             "collectives that ran on 2 and 4 gloo ranks and find these."
         ),
+        words=(0, 1),
     )
 
 

@@ -19,6 +19,7 @@ from aiinfra.memory.activations import activation_bytes_per_layer
 from aiinfra.models.config import TransformerConfig
 from aiinfra.parallel.tensor.attention import check_heads
 from aiinfra.parallel.tensor.cost import layer_cost
+from aiinfra.report import mark_names
 
 STYLE_COLOURS = {
     "colwise": "#6baed6",
@@ -28,6 +29,13 @@ STYLE_COLOURS = {
     "replicated": "#d9d9d9",
 }
 RANK_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b")
+
+# What a figure calls a link of the alpha-beta model (its key is a code name).
+_LINK_NAMES = {
+    "nvlink": "NVLink",
+    "ib400": "400G InfiniBand",
+    "ib100": "100G InfiniBand",
+}
 
 # The modules of one block, bottom to top, and the operator at each boundary.
 _BLOCK = (
@@ -47,6 +55,10 @@ _BLOCK = (
     ("norm", "norm"),
     ("f", None),
     ("head", "head + loss"),
+)
+# The labels that are the model's module names: drawn as code, never translated.
+_MODULE_LABELS = frozenset(
+    ("embed", "attn_norm", "wq, wk, wv", "wo", "mlp_norm", "w1, w3", "w2", "norm")
 )
 
 
@@ -82,7 +94,8 @@ def plan_figure(plans: Sequence[tuple[str, dict[str, str]]]) -> Figure:
             style = "colwise" if name == "attention" else styles.get(name, "replicated")
             box = FancyBboxPatch((0.1, y + 0.05), 0.8, 0.7, "round,pad=0.02")
             ax.add_patch(box).set(facecolor=STYLE_COLOURS[style], lw=0.5)
-            ax.text(0.5, y + 0.4, label, ha="center", va="center", fontsize=8)
+            code = {"family": "monospace"} if label in _MODULE_LABELS else {}
+            ax.text(0.5, y + 0.4, label, ha="center", va="center", fontsize=8, **code)
             y += 0.9
         ax.set(xlim=(0, 1), ylim=(0, y), title=title)
         ax.axis("off")
@@ -90,7 +103,7 @@ def plan_figure(plans: Sequence[tuple[str, dict[str, str]]]) -> Figure:
         FancyBboxPatch((0, 0), 1, 1, facecolor=c, lw=0) for c in STYLE_COLOURS.values()
     ]
     fig.legend(handles, list(STYLE_COLOURS), loc="outside right center", fontsize=8)
-    return fig
+    return mark_names(fig, _MODULE_LABELS)
 
 
 def heads_figure(n_heads: int, n_kv_heads: int, p: int) -> Figure:
@@ -172,7 +185,10 @@ def comm_share_figure(
         share = [layer_cost(c, p, tokens, seq, peak_flops, link).comm_share for p in ps]
         beta = 1 / cost.get_link(link).beta / 1e9
         ax.plot(
-            ps, [100 * s for s in share], marker="o", label=f"{link} ({beta:.0f} GB/s)"
+            ps,
+            [100 * s for s in share],
+            marker="o",
+            label=f"{_LINK_NAMES.get(link, link)} ({beta:.0f} GB/s)",
         )
     ax.set_xscale("log", base=2)
     ax.set_xticks(list(ps), [str(p) for p in ps])
