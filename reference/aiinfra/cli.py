@@ -8,7 +8,10 @@ in its own ``cli.py`` as :class:`~aiinfra.clikit.Command` records, found by
 validation), exits with status 2 and a message naming the flag; a missing optional
 package exits with status 1 and names the package and the extra that installs it.
 Nothing here imports matplotlib: every command that does not draw runs on the base
-install.
+install. Nothing here imports torch either: the chapters' ``cli.py`` are light, and
+only the command that is run gets its flags built (which may import what it
+needs), so ``aiinfra --help`` and the calculators answer in a fraction of a second.
+A bare ``aiinfra`` (or ``aiinfra bench``) lists the commands.
 """
 
 from __future__ import annotations

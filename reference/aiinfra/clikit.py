@@ -550,7 +550,8 @@ def command_line(args: argparse.Namespace) -> str:
             if value:
                 words.append(action.option_strings[0])
         elif value is not None:
-            words += [max(action.option_strings, key=len), _shown(value)]
+            flag = next(s for s in action.option_strings if s.startswith("--"))
+            words += [flag, _shown(value)]
     return " ".join(words)
 
 
