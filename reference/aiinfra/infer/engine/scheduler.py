@@ -104,6 +104,15 @@ class SequenceState:
         """Prompt then generated tokens (what a recomputation prefills)."""
         return self.prompt + self.output
 
+    def token_slice(self, start: int, end: int) -> list[int]:
+        """``tokens[start:end]`` without building the whole list."""
+        P = len(self.prompt)
+        if start >= P:
+            return self.output[start - P : end - P]
+        if end <= P:
+            return self.prompt[start:end]
+        return self.prompt[start:] + self.output[: end - P]
+
     @property
     def num_pending(self) -> int:
         """Tokens still to run through the model: 1 while decoding, more in prefill."""
@@ -167,7 +176,7 @@ class Scheduler:
         return -(-(seq.num_computed + n) // b) - -(-seq.num_computed // b)
 
     def _reserve(self, seq: SequenceState, n: int) -> None:
-        for t in seq.tokens[seq.num_computed : seq.num_computed + n]:
+        for t in seq.token_slice(seq.num_computed, seq.num_computed + n):
             copy = self.allocator.append(seq.seq_id, t)
             if copy is not None:
                 self.copies.append(copy)
