@@ -132,6 +132,16 @@ class Engine:
                 "prompt",
             )
 
+    def max_new_tokens(self, prompt_len: int) -> int:
+        """The most tokens a prompt of ``prompt_len`` tokens can generate here.
+
+        The end of the context (``max_seq_len``) or of the block pool, whichever
+        comes first; 0 when the prompt alone fills it (thread-safe, no change).
+        """
+        a = self.scheduler.allocator
+        room = min(self.model.config.max_seq_len, a.num_blocks * a.block_size + 1)
+        return max(0, room - prompt_len)
+
     def add_request(
         self,
         prompt: Sequence[int],

@@ -26,6 +26,8 @@ import torch
 
 from aiinfra.infer.paged.block_allocator import BlockAllocator, check_positive_ints
 
+SEED_MIN, SEED_MAX = -(1 << 63), (1 << 64) - 1  # what torch.Generator takes
+
 
 class RequestError(ValueError):
     """A request the engine cannot serve; ``param`` names the offending field."""
@@ -42,7 +44,8 @@ class SamplingParams:
     Raises:
         TypeError: ``temperature`` or ``top_p`` is not a number.
         RequestError: ``max_tokens < 1``, ``temperature < 0``, ``top_p`` outside
-            ``(0, 1]``, ``top_k < 1`` or a negative stop token id.
+            ``(0, 1]``, ``top_k < 1``, a negative stop token id or a seed beyond
+            64 bits.
     """
 
     max_tokens: int = 16
@@ -63,11 +66,18 @@ class SamplingParams:
             ("top_p", 0 < self.top_p <= 1, "in (0, 1]"),
             ("top_k", self.top_k is None or self.top_k >= 1, ">= 1 or None"),
             ("stop_token_ids", all(t >= 0 for t in self.stop_token_ids), ">= 0"),
+            (
+                "seed",
+                self.seed is None
+                or is_int(self.seed)
+                and SEED_MIN <= self.seed <= SEED_MAX,
+                f"None or an int in [{SEED_MIN}, {SEED_MAX}]",
+            ),
         )
         for name, ok, rule in checks:
             if not ok:
                 raise RequestError(
-                    f"{name} must be {rule}, got {getattr(self, name)}", name
+                    f"{name} must be {rule}, got {str(getattr(self, name))[:40]}", name
                 )
 
 

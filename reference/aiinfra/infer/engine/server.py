@@ -10,11 +10,21 @@ The tokenizer is the models' byte vocabulary (token ``i`` < 256 is byte ``i`` of
 the UTF-8 text); a chat is rendered as
 ``<|role|>\ncontent\n`` per message, then ``<|assistant|>\n``. A request the server
 cannot serve gets a 4xx status and ``{"error": {"message", "type", "param"}}``.
+
+Under load no client is refused at the socket: the listen backlog holds
+:data:`BACKLOG` connections, and at most ``max_pending`` requests wait or run in the
+engine; one more is answered at once with 503 and ``Retry-After`` (what OpenAI's
+clients retry on) instead of a refused or dropped connection. A body must be
+``application/json`` (415: a web page cannot post one cross-origin without a
+preflight), at most ``max_body`` bytes (413), and arrive within ``read_timeout``
+seconds (408, the connection closed); with ``api_key`` every request needs
+``Authorization: Bearer <key>`` (401).
 """
 
 from __future__ import annotations
 
 import codecs
+import hmac
 import json
 import queue
 import threading
@@ -34,6 +44,10 @@ from aiinfra.infer.engine.server_api import (
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 MAX_BODY = 1 << 20  # bytes of a request body
 WAIT_S = 1.0  # how often a waiting handler checks that the engine thread lives
+BACKLOG = 1024  # connections the kernel queues before accept (Python's default: 5)
+MAX_PENDING = 1024  # requests waiting or running in the engine at once
+READ_TIMEOUT_S = 10.0  # for the request line, headers and body of a connection
+RETRY_AFTER_S = 1  # what a 503 asks the client to wait
 
 
 def check_host(host: str, allow_remote: bool = False) -> None:
@@ -59,12 +73,18 @@ class InferenceServer(ThreadingHTTPServer):
         model_name: the name clients pass as ``model``.
         allow_remote: allow a host other than loopback.
         quiet: do not log each request to stderr.
+        api_key: if set, the Bearer token every request must carry.
+        max_pending: requests waiting or running at once; more get 503.
+        max_body: bytes of a request body; more get 413.
+        read_timeout: seconds to receive a request; a slower one gets 408.
 
     Raises:
-        ValueError: see :func:`check_host`.
+        ValueError: see :func:`check_host`; a limit that is not positive.
+        OSError: the address is in use (``errno.EADDRINUSE``).
     """
 
     daemon_threads = True
+    request_queue_size = BACKLOG
 
     def __init__(
         self,
@@ -74,12 +94,40 @@ class InferenceServer(ThreadingHTTPServer):
         model_name: str = "aiinfra",
         allow_remote: bool = False,
         quiet: bool = False,
+        *,
+        api_key: str | None = None,
+        max_pending: int = MAX_PENDING,
+        max_body: int = MAX_BODY,
+        read_timeout: float = READ_TIMEOUT_S,
     ) -> None:
         check_host(host, allow_remote)
+        for name, value in (
+            ("max_pending", max_pending),
+            ("max_body", max_body),
+            ("read_timeout", read_timeout),
+        ):
+            if isinstance(value, bool) or not value > 0:
+                raise ValueError(f"{name} must be > 0, got {value!r}")
+        if api_key is not None and not api_key:
+            raise ValueError("api_key must be a non-empty string or None")
         super().__init__((host, port), Handler)
         self.loop, self.model_name, self.quiet = EngineLoop(engine), model_name, quiet
+        self.api_key, self.max_body, self.read_timeout = api_key, max_body, read_timeout
         self.created = int(time.time())
         self._thread: threading.Thread | None = None
+        self._slots = threading.BoundedSemaphore(max_pending)
+        self.num_refused = 0  # requests answered 503 because the queue was full
+
+    def admit(self) -> bool:
+        """Take a place in the engine's queue; False when all are taken."""
+        if self._slots.acquire(blocking=False):
+            return True
+        self.num_refused += 1
+        return False
+
+    def release(self) -> None:
+        """Give a place back (the request ended, however)."""
+        self._slots.release()
 
     @property
     def port(self) -> int:
@@ -110,24 +158,56 @@ class Handler(BaseHTTPRequestHandler):
     server: InferenceServer
     protocol_version = "HTTP/1.0"  # one request per connection; streams end at close
 
+    def setup(self) -> None:
+        """Bound every read of this connection by the server's read timeout."""
+        self.timeout = self.server.read_timeout
+        super().setup()
+
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
         """Log like the base class unless the server is quiet."""
         if not self.server.quiet:
             super().log_message(format, *args)
 
-    def _json(self, status: int, body: dict[str, Any]) -> None:
+    def _json(
+        self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None
+    ) -> None:
         data = json.dumps(body).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.end_headers()
         self.wfile.write(data)
 
     def _error(self, err: BadRequest) -> None:
-        self._json(err.status, {"error": err.body()})
+        self._json(err.status, {"error": err.body()}, err.headers)
+
+    def _authorized(self) -> bool:
+        """Whether the request carries the API key (always, without one); else 401."""
+        key = self.server.api_key
+        if key is None:
+            return True
+        given = self.headers.get("Authorization") or ""
+        scheme, _, token = given.partition(" ")
+        if scheme.lower() == "bearer" and hmac.compare_digest(
+            token.strip().encode(), key.encode()
+        ):
+            return True
+        self._error(
+            BadRequest(
+                "a valid API key is required: Authorization: Bearer <key>",
+                None,
+                401,
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+        )
+        return False
 
     def do_GET(self) -> None:  # noqa: N802
         """``/v1/models``; 405 for the POST paths; 404 otherwise."""
+        if not self._authorized():
+            return
         if self.path.rstrip("/") == "/v1/models":
             card = {
                 "id": self.server.model_name,
@@ -145,15 +225,36 @@ class Handler(BaseHTTPRequestHandler):
     do_PUT = do_DELETE = do_PATCH = _not_allowed  # noqa: N815
 
     def _body(self) -> bytes:
-        """The request body, at most ``MAX_BODY`` bytes (else 413)."""
+        """The body: JSON (else 415), not too long (413), not too slow (408)."""
+        kind = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+        if kind != "application/json":
+            raise BadRequest(
+                f"Content-Type must be application/json, got {kind or 'none'!r:.40}",
+                None,
+                415,
+            )
         text = self.headers.get("Content-Length") or "0"
         if not text.isdigit():
             raise BadRequest(f"Content-Length must be an int, got {text!r:.20}", None)
-        if int(text) > MAX_BODY:
+        if int(text) > self.server.max_body:
             raise BadRequest(
-                f"the body must be <= {MAX_BODY} bytes, got {text}", None, 413
+                f"the body must be <= {self.server.max_body} bytes, got {text}",
+                None,
+                413,
             )
-        return self.rfile.read(int(text))
+        try:
+            raw = self.rfile.read(int(text))
+        except TimeoutError:
+            raw = b""
+        if len(raw) < int(text):
+            self.close_connection = True
+            raise BadRequest(
+                f"the body ended after {len(raw)} of its {text} bytes (Content-Length) "
+                f"or took longer than {self.server.read_timeout:g} s",
+                None,
+                408,
+            )
+        return raw
 
     def do_POST(self) -> None:  # noqa: N802
         """The two completion endpoints."""
@@ -161,24 +262,44 @@ class Handler(BaseHTTPRequestHandler):
         if path not in ("/v1/completions", "/v1/chat/completions"):
             self._error(_route_error(self.path, "POST"))
             return
+        if not self._authorized():
+            return
         chat = path == "/v1/chat/completions"
+        engine = self.server.loop.engine
         try:
-            req = parse_request(self._body(), chat, self.server.model_name)
-            self.server.loop.engine.check_request(req.prompt, req.params)
+            req = parse_request(
+                self._body(), chat, self.server.model_name, engine.max_new_tokens
+            )
+            engine.check_request(req.prompt, req.params)
         except BadRequest as err:
             self._error(err)
             return
         except RequestError as err:
             self._error(BadRequest(str(err), err.param))
             return
-        request_id, events = self.server.loop.submit(req.prompt, req.params)
+        if not self.server.admit():  # the queue is full: come back later
+            self._error(
+                BadRequest(
+                    "the server is at capacity; retry after "
+                    f"{RETRY_AFTER_S} s (Retry-After)",
+                    None,
+                    503,
+                    "server_error",
+                    headers={"Retry-After": str(RETRY_AFTER_S)},
+                )
+            )
+            return
         try:
-            if req.stream:
-                self._stream(req, events)
-            else:
-                self._complete(req, events)
-        except (BrokenPipeError, ConnectionResetError):
-            self.server.loop.abort(request_id)
+            request_id, events = self.server.loop.submit(req.prompt, req.params)
+            try:
+                if req.stream:
+                    self._stream(req, events)
+                else:
+                    self._complete(req, events)
+            except OSError:  # the client went away (reset, broken pipe, timeout)
+                self.server.loop.abort(request_id)
+        finally:
+            self.server.release()
 
     def _events(self, events: queue.Queue) -> Any:
         """Yield ``(token, finish_reason)``; raise RuntimeError on an error event."""
