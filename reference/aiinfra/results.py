@@ -100,6 +100,13 @@ KINDS: dict[str, Kind] = {
     "phases": Kind("phases", ("aiinfra", "bench", "phases"), {"cpu": ()}),
     # The engine: batch sweep, static against continuous, prefix caching (engine.rst).
     "engine": Kind("engine", ("aiinfra", "bench", "engine"), {"cpu": ()}),
+    # The engine against transformers on one checkpoint: offline paths, both
+    # servers, the engine's decode-step profile (engine.rst).
+    "engine_hf": Kind(
+        "engine_hf",
+        ("aiinfra", "bench", "engine", "--against", "transformers", "--full"),
+        {"cpu": ()},
+    ),
     # Speculative decoding per drafted-token count k (speculative.rst).
     "speculative": Kind(
         "speculative", ("aiinfra", "bench", "speculative"), {"cpu": ()}

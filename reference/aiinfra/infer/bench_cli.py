@@ -8,6 +8,7 @@ elsewhere, ``--no-write`` nowhere) and prints its table.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Callable
 from types import ModuleType
@@ -126,10 +127,80 @@ def add_bench_engine(parser: argparse.ArgumentParser) -> None:
     add("--out", help="write the stamped JSON here (default: the book's file)")
     add("--no-write", action="store_true", help="print only, write no file")
     add("--json", action="store_true", help="print JSON, not text")
+    add(
+        "--against",
+        choices=("transformers",),
+        help="compare with transformers on one checkpoint instead (offline paths "
+        "and servers); writes a file only with --out",
+    )
+    add(
+        "--full",
+        action="store_true",
+        help="with --against: the book's sizes (batches 1,8,32, 64 tokens, 96 "
+        "requests, best of 3; minutes) instead of a smoke run (seconds)",
+    )
+    add(
+        "--no-servers",
+        action="store_true",
+        help="with --against: the offline paths only",
+    )
+
+
+def run_bench_against(args: argparse.Namespace) -> int:
+    """The engine against transformers: print every table, write only with --out."""
+    from aiinfra.infer.engine import compare
+
+    cfg = compare.CompareConfig(
+        **(compare.FULL if args.full else {}),
+        threads=args.threads,
+        servers=not args.no_servers,
+    )
+    tty = sys.stderr.isatty()
+    print(
+        "aiinfra bench engine --against transformers: "
+        f"{'full' if args.full else 'smoke'} run, batches {list(cfg.batches)}, "
+        f"best of {cfg.repeats}"
+        f"{'' if cfg.servers else ', no servers'} (about "
+        f"{'15 minutes' if args.full else 'a minute'})",
+        file=sys.stderr,
+    )
+
+    def progress(message: str) -> None:
+        if tty:
+            print(f"  {message}", file=sys.stderr)
+
+    body = compare.run_compare(cfg, progress)
+    stamp = {"transformers": body["versions"]["transformers"]}
+    if args.out:
+        path = results.write(
+            compare.KIND,
+            body,
+            backend="cpu",
+            world_size=1,
+            path=args.out,
+            extra_stamp=stamp,
+        )
+        print(f"wrote {path}", file=sys.stderr)
+    res = {"stamp": results.machine_stamp(1, "cpu") | stamp, **body}
+    tables = [
+        compare.offline_table(res),
+        compare.server_table(res),
+        compare.profile_table(res),
+    ]
+    skipped = res["servers"].get("skipped")
+    if args.json:
+        print(json.dumps([json.loads(t.to_json()) for t in tables]))
+    else:
+        print("\n\n".join(t.to_text() for t in tables))
+        if skipped:
+            print(f"\n(transformers serve not run: {skipped})")
+    return 0 if res["same_tokens"] else 1
 
 
 def run_bench_engine(args: argparse.Namespace) -> int:
     """Serve the sweep, static and continuous, and prefix caching; print, stamp."""
+    if args.against:
+        return run_bench_against(args)
     cfg = engine_bench.EngineBenchConfig(
         requests=args.requests,
         batch_sizes=args.batch_sizes,

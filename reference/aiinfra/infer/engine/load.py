@@ -29,10 +29,12 @@ __all__ = ["Record", "percentile", "rss_bytes", "run_load", "stream_completion"]
 class Record:
     """One request as the client saw it.
 
-    ``ok``: a 200 whose stream ended with ``[DONE]`` and no error event; ``status``:
-    the HTTP status (``None`` when the connection failed); ``ttft_s``: seconds to
-    the first streamed text; ``latency_s``: to the end; ``chunks``: events with
-    text; ``text``: the streamed text; ``error``: what went wrong.
+    ``ok``: a 200 whose stream ended with ``[DONE]`` or a ``finish_reason``
+    (``transformers serve`` sends no ``[DONE]``) and no error event; ``status``: the
+    HTTP status (``None`` when the connection failed); ``ttft_s``: seconds to the
+    first streamed text; ``latency_s``: to the end; ``chunks``: events with text;
+    ``text``: the streamed text; ``error``: what went wrong; ``tokens``: the
+    completion tokens of the final ``usage`` (0 if none was sent).
     """
 
     ok: bool
@@ -43,6 +45,7 @@ class Record:
     text: str
     error: str | None
     concurrency: int = 1
+    tokens: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """The record as a dict (JSON)."""
@@ -75,7 +78,7 @@ def stream_completion(
         headers["Authorization"] = f"Bearer {api_key}"
     data = json.dumps(body | {"stream": True}).encode()
     start = time.perf_counter()
-    ttft, pieces, status = None, [], None
+    ttft, pieces, status, tokens = None, [], None, 0
     conn = http.client.HTTPConnection(host, port, timeout=timeout)
     try:
         conn.request("POST", path, data, headers)
@@ -93,7 +96,7 @@ def stream_completion(
                 f"HTTP {status}: {detail}",
                 concurrency,
             )
-        done = False
+        done, finished, tokens = False, False, 0
         for raw in resp:
             line = raw.strip()
             if not line.startswith(b"data:"):
@@ -115,6 +118,8 @@ def stream_completion(
                     concurrency,
                 )
             choice = (event.get("choices") or [{}])[0]
+            finished = finished or choice.get("finish_reason") is not None
+            tokens = (event.get("usage") or {}).get("completion_tokens") or tokens
             text = choice.get("text")
             if text is None:
                 text = (choice.get("delta") or {}).get("content") or ""
@@ -122,8 +127,8 @@ def stream_completion(
                 if ttft is None:
                     ttft = time.perf_counter() - start
                 pieces.append(text)
-        ok = done
-        error = None if done else "the stream ended without [DONE]"
+        ok = done or finished
+        error = None if ok else "the stream ended without [DONE] or a finish_reason"
     except (OSError, http.client.HTTPException, ValueError) as exc:
         ok, error = False, f"{type(exc).__name__}: {exc}"
     finally:
@@ -137,6 +142,7 @@ def stream_completion(
         "".join(pieces),
         error,
         concurrency,
+        tokens,
     )
 
 
