@@ -89,6 +89,7 @@ def test_nox_gets_one_command_per_kind_and_machine():
         "hangs",
         "restart",
         "container",
+        "engine",  # engine_hf: the engine against transformers
     ]
     outs = [c[c.index("--out") + 1] for c in cpu]
     # The benchmarks with their own writers read the very file nox tells them to

@@ -98,13 +98,15 @@ KINDS: dict[str, Kind] = {
     "decode": Kind("decode", ("aiinfra", "bench", "decode"), {"cpu": ()}),
     # Prefill and decode steps against the CPU's roofs (metrics.rst).
     "phases": Kind("phases", ("aiinfra", "bench", "phases"), {"cpu": ()}),
-    # The engine: batch sweep, static against continuous, prefix caching (engine.rst).
-    "engine": Kind("engine", ("aiinfra", "bench", "engine"), {"cpu": ()}),
-    # The engine against transformers on one checkpoint: offline paths, both
-    # servers, the engine's decode-step profile (engine.rst).
-    "engine_hf": Kind(
-        "engine_hf",
-        ("aiinfra", "bench", "engine", "--against", "transformers", "--full"),
+    # The engine: batch sweep, static against continuous, prefix caching (engine.rst);
+    # the command's defaults are a smoke run, these are the book's sizes.
+    "engine": Kind(
+        "engine",
+        (
+            *("aiinfra", "bench", "engine", "--requests", "48"),
+            *("--batch-sizes", "1,2,4,8,16,32", "--static-batch", "16"),
+            *("--prompt-max", "128", "--output-max", "128"),
+        ),
         {"cpu": ()},
     ),
     # Speculative decoding per drafted-token count k (speculative.rst).
@@ -133,6 +135,13 @@ KINDS: dict[str, Kind] = {
     "restart": Kind("restart", ("aiinfra", "bench", "restart"), {"gloo": ()}),
     # Namespaces, and the training image's Python layer replayed (cloud/containers.rst).
     "container": Kind("container", ("aiinfra", "bench", "container"), {"cpu": ()}),
+    # The engine against transformers on one checkpoint: offline paths, both
+    # servers, the engine's decode-step profile (engine.rst).
+    "engine_hf": Kind(
+        "engine_hf",
+        ("aiinfra", "bench", "engine", "--against", "transformers", "--full"),
+        {"cpu": ()},
+    ),
 }
 CPU_BACKENDS = ("gloo", "cpu")
 # What ``nox -s gpu`` measures on one GPU (collectives need a node of several).

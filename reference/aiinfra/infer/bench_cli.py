@@ -105,24 +105,27 @@ def _stamp_and_show(
 
 
 def add_bench_engine(parser: argparse.ArgumentParser) -> None:
-    """Flags of ``aiinfra bench engine``."""
+    """Flags of ``aiinfra bench engine``; the defaults are a smoke run (seconds).
+
+    ``nox -s bench`` passes the book's sizes (:data:`aiinfra.results.KINDS`).
+    """
     add = parser.add_argument
     d = engine_bench.EngineBenchConfig()
-    add("--requests", type=int_at_least(1), default=d.requests, help="requests")
+    add("--requests", type=int_at_least(1), default=8, help="requests")
     add(
         "--batch-sizes",
         type=int_list,
-        default=d.batch_sizes,
+        default=(1, 4),
         help="max_num_seqs of the sweep, increasing, e.g. 1,4,16",
     )
     add(
         "--static-batch",
         type=int_at_least(1),
-        default=d.static_batch,
+        default=4,
         help="group size of static batching (and of its continuous twin)",
     )
-    add("--prompt-max", type=int_at_least(1), default=d.prompt_max)
-    add("--output-max", type=int_at_least(1), default=d.output_max)
+    add("--prompt-max", type=int_at_least(1), default=32)
+    add("--output-max", type=int_at_least(1), default=16)
     add("--threads", type=int_at_least(1), default=d.threads, help="torch threads")
     add("--out", help="write the stamped JSON here (default: the book's file)")
     add("--no-write", action="store_true", help="print only, write no file")
@@ -148,10 +151,10 @@ def add_bench_engine(parser: argparse.ArgumentParser) -> None:
 
 def run_bench_against(args: argparse.Namespace) -> int:
     """The engine against transformers: print every table, write only with --out."""
-    from aiinfra.infer.engine import compare
+    from aiinfra.infer.engine.compare import config, run, tables
 
-    cfg = compare.CompareConfig(
-        **(compare.FULL if args.full else {}),
+    cfg = config.CompareConfig(
+        **(config.FULL if args.full else {}),
         threads=args.threads,
         servers=not args.no_servers,
     )
@@ -169,11 +172,11 @@ def run_bench_against(args: argparse.Namespace) -> int:
         if tty:
             print(f"  {message}", file=sys.stderr)
 
-    body = compare.run_compare(cfg, progress)
+    body = run.run_compare(cfg, progress)
     stamp = {"transformers": body["versions"]["transformers"]}
     if args.out:
         path = results.write(
-            compare.KIND,
+            config.KIND,
             body,
             backend="cpu",
             world_size=1,
@@ -182,16 +185,16 @@ def run_bench_against(args: argparse.Namespace) -> int:
         )
         print(f"wrote {path}", file=sys.stderr)
     res = {"stamp": results.machine_stamp(1, "cpu") | stamp, **body}
-    tables = [
-        compare.offline_table(res),
-        compare.server_table(res),
-        compare.profile_table(res),
+    shown = [
+        tables.offline_table(res),
+        tables.server_table(res),
+        tables.profile_table(res),
     ]
     skipped = res["servers"].get("skipped")
     if args.json:
-        print(json.dumps([json.loads(t.to_json()) for t in tables]))
+        print(json.dumps([json.loads(t.to_json()) for t in shown]))
     else:
-        print("\n\n".join(t.to_text() for t in tables))
+        print("\n\n".join(t.to_text() for t in shown))
         if skipped:
             print(f"\n(transformers serve not run: {skipped})")
     return 0 if res["same_tokens"] else 1

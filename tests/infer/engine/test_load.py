@@ -10,13 +10,19 @@ import gc
 import pytest
 import torch
 from aiinfra.infer.engine.core import Engine
-from aiinfra.infer.engine.load import percentile, rss_bytes, run_load
+from aiinfra.infer.engine.load import (
+    RAMP,
+    RAMP_REQUESTS,
+    percentile,
+    rss_bytes,
+    run_load,
+)
 from aiinfra.infer.engine.server import InferenceServer
 from aiinfra.infer.serve_cli import tiny_model
 from aiinfra.models.transformer import generate_greedy
 
-STAGES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
-REQUESTS, WARM_UP, DEADLINE_S, MAX_TOKENS = 2000, 300, 300.0, 6
+STAGES, REQUESTS = RAMP, RAMP_REQUESTS
+WARM_UP, DEADLINE_S, MAX_TOKENS = 300, 300.0, 6
 
 
 def bodies(n, seed):

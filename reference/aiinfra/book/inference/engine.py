@@ -3,7 +3,9 @@
 The layout figure is computed by :class:`~aiinfra.infer.engine.model_runner.StepLayout`
 on a three-sequence example; the timings come from the stamped file of
 ``aiinfra bench engine`` (:mod:`aiinfra.infer.engine.bench`); the GPU comparison
-is the roofline step cost of :mod:`aiinfra.book.inference.batching`.
+is the roofline step cost of :mod:`aiinfra.book.inference.batching`. The comparison
+with transformers is the stamped file of ``aiinfra bench engine --against
+transformers`` (:mod:`aiinfra.infer.engine.compare`).
 """
 
 from __future__ import annotations
@@ -13,7 +15,11 @@ from functools import cache
 import torch
 from matplotlib.figure import Figure
 
+from aiinfra import results
 from aiinfra.infer.engine import bench as engine_bench
+from aiinfra.infer.engine import load, server
+from aiinfra.infer.engine.compare import config as compare_config
+from aiinfra.infer.engine.compare import tables as compare_tables
 from aiinfra.infer.engine.model_runner import Chunk, StepLayout
 from aiinfra.report import Table
 
@@ -201,4 +207,168 @@ def prefix_figure() -> Figure:
     ax.set_ylim(bottom=0)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
+    return fig
+
+
+@cache
+def _hf() -> dict:
+    return results.load(compare_config.KIND, "cpu")
+
+
+def hf_config(name: str) -> int:
+    """A size of the stamped comparison (``output_len``, ``vary_max``, ...)."""
+    return _hf()["config"][name]
+
+
+def hf_largest_batch() -> int:
+    """The largest batch of the comparison's equal-length runs."""
+    return max(int(b) for b in _hf()["equal"])
+
+
+def hf_tokens_per_s(system: str, batch: int | None = None) -> float:
+    """Measured tokens/s of ``system``.
+
+    At ``batch`` sequences with equal output lengths, or (``None``) with varying
+    ones.
+    """
+    row = _hf()["vary"] if batch is None else _hf()["equal"][str(batch)]
+    return row[system]["tokens_per_s"]
+
+
+def hf_speedup(system: str, batch: int | None = None) -> float:
+    """The engine's tokens/s over ``system``'s, at ``batch`` or varying lengths."""
+    return hf_tokens_per_s("engine", batch) / hf_tokens_per_s(system, batch)
+
+
+def hf_min_speedup(system: str) -> float:
+    """The engine's smallest speed-up over ``system`` across the batches."""
+    return min(hf_speedup(system, int(b)) for b in _hf()["equal"])
+
+
+def hf_same_tokens() -> bool:
+    """Every path and server gave every request the same tokens."""
+    return bool(_hf()["same_tokens"])
+
+
+def hf_server(name: str, key: str) -> float:
+    """A measured value of a server's best run.
+
+    ``key``: ``tokens_per_s``, ``failed``, ``ttft_p50_ms``, ``ttft_p99_ms`` or
+    ``tpot_ms`` (the mean time per output token).
+    """
+    run = _hf()["servers"]["runs"][name]
+    if key.endswith("_ms"):
+        src = {"ttft_p50_ms": "ttft_p50_s", "ttft_p99_ms": "ttft_p99_s"}
+        return 1e3 * run[src.get(key, "tpot_mean_s")]
+    return run[key]
+
+
+def hf_server_gain() -> float:
+    """``aiinfra serve``'s throughput over ``transformers serve``'s."""
+    return hf_server("aiinfra serve", "tokens_per_s") / hf_server(
+        "transformers serve", "tokens_per_s"
+    )
+
+
+def profile_ms(part: str) -> float:
+    """Milliseconds of a decode step at the largest batch spent on ``part``."""
+    return _hf()["profile"][part]
+
+
+def profile_share(part: str) -> float:
+    """The share of a decode step at the largest batch spent on ``part``, %."""
+    return 100 * profile_ms(part) / profile_ms("step")
+
+
+def offline_table() -> Table:
+    """The engine, continuous batching and padded generate of transformers."""
+    return compare_tables.offline_table(_hf())
+
+
+def server_table() -> Table:
+    """The two servers under the same streamed load."""
+    return compare_tables.server_table(_hf())
+
+
+def profile_table() -> Table:
+    """Where the engine's decode step goes at the largest batch."""
+    return compare_tables.profile_table(_hf())
+
+
+def ramp_streams() -> int:
+    """The most concurrent streams of the suite's load test."""
+    return load.RAMP[-1]
+
+
+def ramp_requests() -> int:
+    """The requests of the suite's load test."""
+    return load.RAMP_REQUESTS
+
+
+def backlog() -> int:
+    """The server's listen backlog (Python's default is 5)."""
+    return server.BACKLOG
+
+
+_COLORS = {"engine": "C0", "generate_batch": "C1", "generate": "C2"}
+_LABELS = {
+    "engine": "engine",
+    "generate_batch": "generate_batch",
+    "generate": "padded generate",
+}
+
+
+def compare_figure() -> Figure:
+    """Throughput of the three offline paths and latency of the two servers."""
+    res = _hf()
+    fig = Figure(figsize=(7.6, 2.9), layout="constrained")
+    eq, var, srv = fig.subplots(1, 3, width_ratios=(1.4, 0.9, 1.1))
+    batches = sorted(int(b) for b in res["equal"])
+    for s in compare_config.SYSTEMS:
+        eq.plot(
+            batches,
+            [res["equal"][str(b)][s]["tokens_per_s"] for b in batches],
+            "o-",
+            color=_COLORS[s],
+            label=_LABELS[s],
+        )
+    eq.set_xscale("log", base=2)
+    eq.set_xticks(batches, [str(b) for b in batches])
+    eq.set_xlabel("sequences at once")
+    eq.set_ylabel("generated tokens/s")
+    eq.set_title("equal output lengths", fontsize=9)
+    eq.legend(fontsize=7)
+    var.bar(
+        range(3),
+        [res["vary"][s]["tokens_per_s"] for s in compare_config.SYSTEMS],
+        color=[_COLORS[s] for s in compare_config.SYSTEMS],
+    )
+    var.set_xticks(range(3), ["engine", "generate_batch", "generate"], rotation=20)
+    var.set_title("varying output lengths", fontsize=9)
+    var.set_ylabel("generated tokens/s")
+    runs = res["servers"]["runs"]
+    names = [n for n in compare_config.SERVERS if n in runs]
+    x = range(len(names))
+    srv.bar(
+        [i - 0.2 for i in x],
+        [1e3 * runs[n]["ttft_p50_s"] for n in names],
+        0.4,
+        label="median",
+        color="C4",
+    )
+    srv.bar(
+        [i + 0.2 for i in x],
+        [1e3 * runs[n]["ttft_p99_s"] for n in names],
+        0.4,
+        label="99th percentile",
+        color="C3",
+    )
+    srv.set_xticks(list(x), [n.split()[0] for n in names])
+    srv.set_ylabel("TTFT (ms)")
+    srv.set_title("servers under load", fontsize=9)
+    srv.legend(fontsize=7)
+    for ax in (eq, var, srv):
+        ax.grid(True, alpha=0.3, axis="y")
+        ax.set_ylim(bottom=0)
+        ax.tick_params(labelsize=7)
     return fig

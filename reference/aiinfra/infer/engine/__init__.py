@@ -5,5 +5,8 @@ budget and the free KV blocks; :mod:`.model_runner` runs the whole iteration as 
 forward pass over a paged KV cache; :mod:`.core` is the engine (continuous batching,
 chunked prefill, preemption). :mod:`.loop` owns the engine in a thread,
 :mod:`.server` serves it over HTTP and :mod:`.server_api` checks the request and
-response bodies; :mod:`.bench` times the engine (``aiinfra bench engine``).
+response bodies; :mod:`.load` is a client that loads a server with streamed
+requests. :mod:`.bench` times the engine (``aiinfra bench engine``) and
+:mod:`.compare` times it against transformers on one checkpoint (``aiinfra bench
+engine --against transformers``).
 """

@@ -24,6 +24,10 @@ from aiinfra.infer.engine.server import LOCAL_HOSTS
 
 __all__ = ["Record", "percentile", "rss_bytes", "run_load", "stream_completion"]
 
+# The suite's load test: streams at once, stage by stage, and the requests sent.
+RAMP = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+RAMP_REQUESTS = 2000
+
 
 @dataclass(frozen=True)
 class Record:

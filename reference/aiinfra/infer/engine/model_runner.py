@@ -27,6 +27,7 @@ from torch import Tensor
 
 from aiinfra.infer.paged.attention import PagedKVCache
 from aiinfra.models.attention.gqa import GroupedQueryAttention
+from aiinfra.models.layers import RMSNorm, RotaryEmbedding
 from aiinfra.models.transformer import Transformer
 
 __all__ = ["AttentionGroup", "Chunk", "PagedModelRunner", "StepLayout"]
@@ -123,6 +124,23 @@ class StepLayout:
         self.num_seqs, self.num_tokens = len(chunks), len(self.tokens)
         self._where = {s: (i, j) for i, g in enumerate(groups) for j, s in enumerate(g)}
         self._lengths = list(zip(T, L, strict=True))
+        self._rotation: dict[int, Tensor] = {}
+
+    def rotation(self, rope: RotaryEmbedding) -> Tensor:
+        """``cos + i sin`` of every token's RoPE angles, ``(N, d/2)``, once per step.
+
+        Raises:
+            ValueError: a position past the table of ``rope``.
+        """
+        if id(rope) not in self._rotation:
+            if int(self.positions.max()) >= rope.max_seq_len:
+                raise ValueError(
+                    f"positions reach {int(self.positions.max())}, the RoPE table "
+                    f"has {rope.max_seq_len}"
+                )
+            cos, sin = rope.cos[self.positions], rope.sin[self.positions]
+            self._rotation[id(rope)] = torch.complex(cos, sin)  # (N, d/2)
+        return self._rotation[id(rope)]
 
     def visible_of(self, s: int, window: int = 0) -> Tensor:
         """The keys each new token of sequence ``s`` sees, ``(T_s, L_s)``."""
@@ -201,6 +219,26 @@ class AttentionGroup:
                 bias[:, None, :, None, :].expand(S, 1, T, r, L).reshape(S, 1, T * r, L)
             )
         return self._bias[window, r, dtype]
+
+
+def _rotate(x: Tensor, rotation: Tensor) -> Tensor:
+    """RoPE on ``x`` ``(..., N, d)``: each pair of features times ``cos + i sin``.
+
+    The pairs ``(x_{2i}, x_{2i+1})`` are complex numbers; one complex product per
+    pair is the rotation that :class:`RotaryEmbedding` writes out in real
+    arithmetic, in fp32 or wider as it does.
+    """
+    wide = x.to(torch.promote_types(x.dtype, torch.float32))
+    pairs = torch.view_as_complex(wide.unflatten(-1, (-1, 2)))  # (..., N, d/2)
+    turned = pairs * rotation.to(pairs.dtype)
+    return torch.view_as_real(turned).flatten(-2).to(x.dtype)  # (..., N, d)
+
+
+def _norm(norm: torch.nn.Module, x: Tensor) -> Tensor:
+    """``norm(x)``; an fp32/fp64 RMSNorm as one ``F.rms_norm`` call (same formula)."""
+    if type(norm) is RMSNorm and x.dtype in (torch.float32, torch.float64):
+        return F.rms_norm(x, (x.shape[-1],), norm.weight, norm.eps)
+    return norm(x)
 
 
 class PagedModelRunner:
@@ -284,9 +322,11 @@ class PagedModelRunner:
         if m.pos_embed is not None:
             x = x + m.pos_embed(lay.positions)  # (1, N, h)
         for block, cache in zip(m.blocks, self.caches, strict=True):
-            x = x + self._attention(block.attn, block.attn_norm(x)[0], cache, lay)
-            x = x + block.mlp(block.mlp_norm(x))  # (1, N, h)
-        return m.head(m.norm(x[0, lay.last]))  # (S, V): last token of each chunk
+            x = x + self._attention(
+                block.attn, _norm(block.attn_norm, x)[0], cache, lay
+            )
+            x = x + block.mlp(_norm(block.mlp_norm, x))  # (1, N, h)
+        return m.head(_norm(m.norm, x[0, lay.last]))  # (S, V): last token of each
 
     def _attention(
         self,
@@ -302,7 +342,7 @@ class PagedModelRunner:
         w, b = self._qkv[id(attn)]  # W_q, W_k, W_v stacked: one matmul
         qkv = F.linear(x, w, b).view(N, H + 2 * G, D).transpose(0, 1)  # (H+2G, N, d)
         if attn.rope is not None:  # queries and keys rotated in one call
-            qk = attn.rope(qkv[: H + G], positions=lay.positions)  # (H+G, N, d)
+            qk = _rotate(qkv[: H + G], lay.rotation(attn.rope))  # (H+G, N, d)
         else:
             qk = qkv[: H + G]
         q, k, v = qk[:H], qk[H:], qkv[H + G :].transpose(0, 1)  # v: (N, G, d)
