@@ -10,7 +10,8 @@ import pytest
 import torch
 from aiinfra.infer.engine import bench as engine_bench
 from aiinfra.infer.engine.core import Engine, SamplingParams
-from aiinfra.infer.engine.model_runner import Chunk, PagedModelRunner, StepLayout
+from aiinfra.infer.engine.layout import Chunk, StepLayout
+from aiinfra.infer.engine.model_runner import PagedModelRunner
 from aiinfra.infer.paged.block_allocator import BlockAllocator
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.layers import RotaryEmbedding

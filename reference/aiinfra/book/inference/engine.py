@@ -1,6 +1,6 @@
 """What ``docs/inference/engine.rst`` shows: its values, tables, figures.
 
-The layout figure is computed by :class:`~aiinfra.infer.engine.model_runner.StepLayout`
+The layout figure is computed by :class:`~aiinfra.infer.engine.layout.StepLayout`
 on a three-sequence example; the timings come from the stamped file of
 ``aiinfra bench engine`` (:mod:`aiinfra.infer.engine.bench`); the GPU comparison
 is the roofline step cost of :mod:`aiinfra.book.inference.batching`. The comparison
@@ -20,7 +20,7 @@ from aiinfra.infer.engine import bench as engine_bench
 from aiinfra.infer.engine import load, server
 from aiinfra.infer.engine.compare import config as compare_config
 from aiinfra.infer.engine.compare import tables as compare_tables
-from aiinfra.infer.engine.model_runner import Chunk, StepLayout
+from aiinfra.infer.engine.layout import Chunk, StepLayout
 from aiinfra.report import Table
 
 LAYOUT_BLOCK = 4  # block size of the layout example
@@ -371,4 +371,53 @@ def compare_figure() -> Figure:
         ax.grid(True, alpha=0.3, axis="y")
         ax.set_ylim(bottom=0)
         ax.tick_params(labelsize=7)
+    return fig
+
+
+def admission_figure() -> Figure:
+    """A request's path into the server: listen queue, admission, engine, or 503."""
+    fig = Figure(figsize=(7.2, 2.4), layout="constrained")
+    ax = fig.add_subplot()
+    boxes = ["clients", "listen queue", "handler thread", "admission", "engine thread"]
+    xs = [0.08 + 0.21 * i for i in range(len(boxes))]
+    for x, text in zip(xs, boxes, strict=True):
+        ax.text(
+            x,
+            0.62,
+            text,
+            ha="center",
+            va="center",
+            fontsize=8,
+            bbox={"boxstyle": "round", "facecolor": "#dbe8f5", "edgecolor": "C0"},
+        )
+    for x, x2 in zip(xs, xs[1:], strict=False):
+        ax.annotate(
+            "",
+            (x2 - 0.075, 0.62),
+            (x + 0.075, 0.62),
+            arrowprops={"arrowstyle": "->", "color": "0.3"},
+        )
+    ax.annotate(
+        "", (xs[3], 0.2), (xs[3], 0.5), arrowprops={"arrowstyle": "->", "color": "C3"}
+    )
+    ax.text(
+        xs[3],
+        0.1,
+        "queue full: answer at once, retry later",
+        ha="center",
+        va="center",
+        fontsize=8,
+        color="C3",
+    )
+    ax.text(xs[3] + 0.015, 0.34, "503", fontsize=8, color="C3")
+    ax.annotate(
+        "",
+        (xs[0], 0.85),
+        (xs[-1], 0.85),
+        arrowprops={"arrowstyle": "->", "color": "C2"},
+    )
+    ax.text(0.5, 0.92, "streamed tokens", ha="center", fontsize=8, color="C2")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.axis("off")
     return fig

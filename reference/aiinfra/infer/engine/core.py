@@ -22,7 +22,8 @@ from dataclasses import dataclass
 
 import torch
 
-from aiinfra.infer.engine.model_runner import Chunk, PagedModelRunner
+from aiinfra.infer.engine.layout import Chunk
+from aiinfra.infer.engine.model_runner import PagedModelRunner
 from aiinfra.infer.engine.scheduler import (
     RequestError,
     SamplingParams,
