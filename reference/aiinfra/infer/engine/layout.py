@@ -108,7 +108,17 @@ class StepLayout:
             [s] for s, t in enumerate(T) if t > 1
         ]
         self.groups = [
-            AttentionGroup(torch.tensor(g), table, starts, ends, n_new, B, device)
+            AttentionGroup(
+                g,
+                T[g[0]],
+                max(L[s] for s in g),
+                table,
+                starts,
+                ends - n_new,
+                B,
+                device,
+                whole=len(groups) == 1,  # the group is the step, in packed order
+            )
             for g in groups
         ]
         # endregion
@@ -144,37 +154,39 @@ class AttentionGroup:
     """Sequences with the same number ``T`` of new tokens, attending together.
 
     Args:
-        seqs: the group's sequences (indices into the step), ``(S_g,)``.
+        seqs: the group's sequences (indices into the step), ``S_g`` of them.
+        T: new tokens of each of them.
+        max_len: the longest ``L_s`` among them.
         table: the step's padded block tables, ``(S, n_blk)``.
         starts: each sequence's first new position, ``(S,)``.
-        ends: each sequence's packed end index (exclusive), ``(S,)``.
-        n_new: each sequence's new tokens ``T_s``, ``(S,)``.
+        offsets: each sequence's first packed index, ``(S,)``.
         block_size: ``B``.
         device: where the index tensors live.
+        whole: the group holds every sequence of the step, in packed order.
     """
 
     def __init__(
         self,
-        seqs: Tensor,
+        seqs: Sequence[int],
+        T: int,
+        max_len: int,
         table: Tensor,
         starts: Tensor,
-        ends: Tensor,
-        n_new: Tensor,
+        offsets: Tensor,
         block_size: int,
         device: torch.device,
+        whole: bool = False,
     ) -> None:
-        T = int(n_new[seqs[0]])
-        L = starts[seqs] + T  # (S_g,): L_s
-        n_blk = -(-int(L.max()) // block_size)
-        self.block_size = block_size
-        self.block_table = table[seqs, :n_blk].to(device)  # (S_g, n_blk)
+        n_blk = -(-max_len // block_size)
+        index = torch.tensor(list(seqs))  # (S_g,)
+        self.block_size, self.all_rows = block_size, whole
+        self.block_table = table[index, :n_blk].to(device)  # (S_g, n_blk)
         col = torch.arange(T)  # (T,)
-        self.rows = ((ends - n_new)[seqs][:, None] + col).flatten().to(device)
-        # Whether the group is the whole step, its rows in packed order.
-        self.all_rows = len(self.rows) == int(ends[-1]) and bool(
-            (self.rows == torch.arange(len(self.rows), device=device)).all()
-        )
-        self.query_pos = (starts[seqs][:, None] + col).to(device)  # (S_g, T)
+        if whole:  # rows 0 .. N-1: the queries need no gather, the output no scatter
+            self.rows = torch.arange(len(seqs) * T, device=device)
+        else:
+            self.rows = (offsets[index][:, None] + col).flatten().to(device)
+        self.query_pos = (starts[index][:, None] + col).to(device)  # (S_g, T)
         self.key_pos = torch.arange(n_blk * block_size, device=device)  # (L_max,)
         self._visible: dict[int, Tensor] = {}
         self._bias: dict[tuple[int, int, torch.dtype], Tensor] = {}

@@ -163,6 +163,8 @@ def serve_runs(
                 texts[which] = [x.text if x is not None else "" for x in records]
     out: dict[str, Any] = {"skipped": missing, "runs": best}
     if len(texts) == 2:
-        out["same_text"] = texts["aiinfra serve"] == texts["transformers serve"]
+        ours, theirs = texts["aiinfra serve"], texts["transformers serve"]
+        out["same_text"] = ours == theirs
+        out["differing_texts"] = sum(a != b for a, b in zip(ours, theirs, strict=True))
     out["texts"] = texts.get("aiinfra serve", [])
     return out
