@@ -240,6 +240,40 @@ def hf_speedup(system: str, batch: int | None = None) -> float:
     return hf_tokens_per_s("engine", batch) / hf_tokens_per_s(system, batch)
 
 
+def hf_cpu_speedup(system: str, batch: int | None = None) -> float:
+    """The engine's speed-up over ``system`` by the processes' CPU time."""
+    row = _hf()["vary"] if batch is None else _hf()["equal"][str(batch)]
+    return row["engine"]["cpu_tokens_per_s"] / row[system]["cpu_tokens_per_s"]
+
+
+def _mismatches(system: str) -> list[dict]:
+    rows = [*_hf()["equal"].values(), _hf()["vary"]]
+    return [m for row in rows for m in row[system]["mismatches"]]
+
+
+def hf_mismatches(system: str) -> int:
+    """Requests whose greedy tokens from ``system`` differ from the engine's."""
+    return len(_mismatches(system))
+
+
+def hf_mismatch_position(system: str) -> int:
+    """The earliest generated position at which ``system`` parts from the engine."""
+    return min(m["position"] for m in _mismatches(system))
+
+
+def hf_mismatch_gap(system: str) -> float:
+    """The largest logit gap at which ``system`` and the engine part.
+
+    A gap near float32 rounding is a tie that either implementation may break.
+    """
+    return max(abs(m["logit_gap"]) for m in _mismatches(system))
+
+
+def hf_server_differing() -> int:
+    """Requests whose streamed text differs between the two servers."""
+    return _hf()["servers"]["differing_texts"]
+
+
 def hf_min_speedup(system: str) -> float:
     """The engine's smallest speed-up over ``system`` across the batches."""
     return min(hf_speedup(system, int(b)) for b in _hf()["equal"])

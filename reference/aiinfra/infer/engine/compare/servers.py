@@ -166,5 +166,11 @@ def serve_runs(
         ours, theirs = texts["aiinfra serve"], texts["transformers serve"]
         out["same_text"] = ours == theirs
         out["differing_texts"] = sum(a != b for a, b in zip(ours, theirs, strict=True))
+        # A stream that holds back bytes that may start a UTF-8 character, and never
+        # flushes them, ends without the U+FFFD of its last invalid bytes.
+        out["differing_before_the_end"] = sum(
+            a.rstrip("\ufffd") != b.rstrip("\ufffd")
+            for a, b in zip(ours, theirs, strict=True)
+        )
     out["texts"] = texts.get("aiinfra serve", [])
     return out
