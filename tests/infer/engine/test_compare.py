@@ -98,3 +98,32 @@ def test_the_command_runs_the_smoke_comparison_and_prints_valid_json(tmp_path, c
     saved = results.load(config.KIND, "cpu", out)
     assert saved["same_tokens"] and saved["servers"]["runs"]["aiinfra serve"]
     assert saved["servers"]["runs"]["aiinfra serve"]["failed"] == 0
+
+
+def test_the_stamped_comparison_says_what_the_engine_page_says():
+    from aiinfra.book.inference import engine as page
+
+    res = results.load(config.KIND, "cpu")
+    n = len(res["equal"])
+    # Padded generate gave every request the engine's tokens; continuous batching
+    # of transformers too, but for float32 ties (the page quotes the gap).
+    for row in [*res["equal"].values(), res["vary"]]:
+        assert row["generate"]["same_tokens"]
+        assert all(
+            abs(m["logit_gap"]) < 1e-4 for m in row["generate_batch"]["mismatches"]
+        )
+    assert page.hf_mismatches("generate_batch") >= 1
+    # Equal lengths: level (within a quarter), at or above the target by wall time.
+    for i in range(n):
+        assert page.target("generate") <= page.hf_speedup("generate", i) <= 1.25
+        assert 0.8 <= page.hf_cpu_speedup("generate", i) <= 1.25
+    assert page.hf_speedup("generate") >= page.target("generate@vary")
+    assert page.hf_cpu_speedup("generate") >= page.target("generate@vary")
+    assert page.hf_min_speedup("generate_batch") >= page.target("generate_batch")
+    # The servers: none failed a request; aiinfra serve streamed the offline text;
+    # transformers serve's differ only by a tail of U+FFFD it never sends.
+    runs, srv = res["servers"]["runs"], res["servers"]
+    assert [runs[s]["failed"] for s in config.SERVERS] == [0, 0]
+    assert page.hf_server_gain() > 1 and srv["same_as_offline"]
+    assert srv["differing_texts"] >= 1 and srv["differing_before_the_end"] == 0
+    assert page.profile_share("matmuls") < 50  # "a minority of the step"

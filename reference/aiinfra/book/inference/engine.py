@@ -225,25 +225,61 @@ def hf_largest_batch() -> int:
     return max(int(b) for b in _hf()["equal"])
 
 
-def hf_tokens_per_s(system: str, batch: int | None = None) -> float:
+def hf_batch(i: int) -> int:
+    """The ``i``-th batch size of the comparison's equal-length runs."""
+    return sorted(int(b) for b in _hf()["equal"])[i]
+
+
+def _row(i: int | None) -> dict:
+    return _hf()["vary"] if i is None else _hf()["equal"][str(hf_batch(i))]
+
+
+def hf_tokens_per_s(system: str, i: int | None = None) -> float:
     """Measured tokens/s of ``system``.
 
-    At ``batch`` sequences with equal output lengths, or (``None``) with varying
-    ones.
+    At the ``i``-th batch size with equal output lengths, or (``None``) with
+    varying ones.
     """
-    row = _hf()["vary"] if batch is None else _hf()["equal"][str(batch)]
-    return row[system]["tokens_per_s"]
+    return _row(i)[system]["tokens_per_s"]
 
 
-def hf_speedup(system: str, batch: int | None = None) -> float:
-    """The engine's tokens/s over ``system``'s, at ``batch`` or varying lengths."""
-    return hf_tokens_per_s("engine", batch) / hf_tokens_per_s(system, batch)
+def hf_speedup(system: str, i: int | None = None) -> float:
+    """The engine's tokens/s over ``system``'s (wall time).
+
+    ``i`` as in :func:`hf_tokens_per_s`.
+    """
+    return hf_tokens_per_s("engine", i) / hf_tokens_per_s(system, i)
 
 
-def hf_cpu_speedup(system: str, batch: int | None = None) -> float:
+def hf_cpu_speedup(system: str, i: int | None = None) -> float:
     """The engine's speed-up over ``system`` by the processes' CPU time."""
-    row = _hf()["vary"] if batch is None else _hf()["equal"][str(batch)]
+    row = _row(i)
     return row["engine"]["cpu_tokens_per_s"] / row[system]["cpu_tokens_per_s"]
+
+
+def hf_min_speedup(system: str) -> float:
+    """The engine's smallest speed-up over ``system`` across the batches (wall)."""
+    return min(hf_speedup(system, i) for i in range(len(_hf()["equal"])))
+
+
+def hf_min_cpu_speedup(system: str) -> float:
+    """The engine's smallest speed-up over ``system`` across the batches (CPU)."""
+    return min(hf_cpu_speedup(system, i) for i in range(len(_hf()["equal"])))
+
+
+def hf_max_speedup(system: str) -> float:
+    """The engine's largest speed-up over ``system`` across the batches (wall)."""
+    return max(hf_speedup(system, i) for i in range(len(_hf()["equal"])))
+
+
+def target(name: str) -> float:
+    """A speed-up the engine was asked to reach.
+
+    ``generate``: over padded generate, equal lengths; ``generate@vary``: over it
+    with varying lengths; ``generate_batch``: over transformers' continuous
+    batching at every batch.
+    """
+    return compare_config.TARGETS[name]
 
 
 def _mismatches(system: str) -> list[dict]:
@@ -274,9 +310,9 @@ def hf_server_differing() -> int:
     return _hf()["servers"]["differing_texts"]
 
 
-def hf_min_speedup(system: str) -> float:
-    """The engine's smallest speed-up over ``system`` across the batches."""
-    return min(hf_speedup(system, int(b)) for b in _hf()["equal"])
+def hf_server_differing_before_end() -> int:
+    """Requests whose streamed texts differ before their trailing U+FFFD."""
+    return _hf()["servers"]["differing_before_the_end"]
 
 
 def hf_same_tokens() -> bool:
@@ -377,7 +413,9 @@ def compare_figure() -> Figure:
         [res["vary"][s]["tokens_per_s"] for s in compare_config.SYSTEMS],
         color=[_COLORS[s] for s in compare_config.SYSTEMS],
     )
-    var.set_xticks(range(3), ["engine", "generate_batch", "generate"], rotation=20)
+    var.set_xticks(
+        range(3), ["engine", "generate_batch", "generate"], rotation=30, ha="right"
+    )
     var.set_title("varying output lengths", fontsize=9)
     var.set_ylabel("generated tokens/s")
     runs = res["servers"]["runs"]
