@@ -113,12 +113,15 @@ def test_the_stamped_comparison_says_what_the_engine_page_says():
             abs(m["logit_gap"]) < 1e-4 for m in row["generate_batch"]["mismatches"]
         )
     assert page.hf_mismatches("generate_batch") >= 1
-    # Equal lengths: level (within a quarter), at or above the target by wall time.
+    # Equal lengths: at or above the target by wall time, level by CPU time.
     for i in range(n):
-        assert page.target("generate") <= page.hf_speedup("generate", i) <= 1.25
-        assert 0.8 <= page.hf_cpu_speedup("generate", i) <= 1.25
-    assert page.hf_speedup("generate") >= page.target("generate@vary")
+        assert page.hf_speedup("generate", i) >= page.target("generate")
+        assert 0.9 <= page.hf_cpu_speedup("generate", i) <= 1.3
+    # Varying lengths: the target met by CPU time, missed by wall time (so the page
+    # says), runs spread wider than the miss.
     assert page.hf_cpu_speedup("generate") >= page.target("generate@vary")
+    assert page.hf_speedup("generate") < page.target("generate@vary")
+    assert page.hf_spread() > page.target("generate@vary") / page.hf_speedup("generate")
     assert page.hf_min_speedup("generate_batch") >= page.target("generate_batch")
     # The servers: none failed a request; aiinfra serve streamed the offline text;
     # transformers serve's differ only by a tail of U+FFFD it never sends.

@@ -234,7 +234,7 @@ def _row(i: int | None) -> dict:
     return _hf()["vary"] if i is None else _hf()["equal"][str(hf_batch(i))]
 
 
-def hf_tokens_per_s(system: str, i: int | None = None) -> float:
+def _tokens_per_s(system: str, i: int | None = None) -> float:
     """Measured tokens/s of ``system``.
 
     At the ``i``-th batch size with equal output lengths, or (``None``) with
@@ -246,9 +246,9 @@ def hf_tokens_per_s(system: str, i: int | None = None) -> float:
 def hf_speedup(system: str, i: int | None = None) -> float:
     """The engine's tokens/s over ``system``'s (wall time).
 
-    ``i`` as in :func:`hf_tokens_per_s`.
+    ``i``: the batch size's index (``None``: varying lengths).
     """
-    return hf_tokens_per_s("engine", i) / hf_tokens_per_s(system, i)
+    return _tokens_per_s("engine", i) / _tokens_per_s(system, i)
 
 
 def hf_cpu_speedup(system: str, i: int | None = None) -> float:
@@ -262,14 +262,21 @@ def hf_min_speedup(system: str) -> float:
     return min(hf_speedup(system, i) for i in range(len(_hf()["equal"])))
 
 
-def hf_min_cpu_speedup(system: str) -> float:
-    """The engine's smallest speed-up over ``system`` across the batches (CPU)."""
-    return min(hf_cpu_speedup(system, i) for i in range(len(_hf()["equal"])))
+def hf_spread(i: int | None = None) -> float:
+    """The largest ratio of slowest to fastest run of one system.
+
+    ``i``: the batch size's index (``None``: varying lengths); how much runs vary
+    on this machine.
+    """
+    row = _row(i)
+    walls = [[r["wall_s"] for r in row[s]["runs"]] for s in compare_config.SYSTEMS]
+    return max(max(w) / min(w) for w in walls)
 
 
-def hf_max_speedup(system: str) -> float:
-    """The engine's largest speed-up over ``system`` across the batches (wall)."""
-    return max(hf_speedup(system, i) for i in range(len(_hf()["equal"])))
+def hf_load(i: int | None = None) -> float:
+    """The machine's mean one-minute load average over the runs of a regime."""
+    loads = [r["load"] for s in compare_config.SYSTEMS for r in _row(i)[s]["runs"]]
+    return sum(loads) / len(loads)
 
 
 def target(name: str) -> float:
@@ -315,11 +322,6 @@ def hf_server_differing_before_end() -> int:
     return _hf()["servers"]["differing_before_the_end"]
 
 
-def hf_same_tokens() -> bool:
-    """Every path and server gave every request the same tokens."""
-    return bool(_hf()["same_tokens"])
-
-
 def hf_server(name: str, key: str) -> float:
     """A measured value of a server's best run.
 
@@ -340,14 +342,14 @@ def hf_server_gain() -> float:
     )
 
 
-def profile_ms(part: str) -> float:
+def _profile_ms(part: str) -> float:
     """Milliseconds of a decode step at the largest batch spent on ``part``."""
     return _hf()["profile"][part]
 
 
 def profile_share(part: str) -> float:
     """The share of a decode step at the largest batch spent on ``part``, %."""
-    return 100 * profile_ms(part) / profile_ms("step")
+    return 100 * _profile_ms(part) / _profile_ms("step")
 
 
 def offline_table() -> Table:
