@@ -138,6 +138,13 @@ KINDS: dict[str, Kind] = {
     "restart": Kind("restart", ("aiinfra", "bench", "restart"), {"gloo": ()}),
     # Namespaces, and the training image's Python layer replayed (cloud/containers.rst).
     "container": Kind("container", ("aiinfra", "bench", "container"), {"cpu": ()}),
+    # The engine against transformers on one checkpoint: offline paths, both
+    # servers, the engine's decode-step profile (engine.rst).
+    "engine_hf": Kind(
+        "engine_hf",
+        ("aiinfra", "bench", "engine", "--against", "transformers", "--full"),
+        {"cpu": ()},
+    ),
 }
 CPU_BACKENDS = ("gloo", "cpu")
 # What ``nox -s gpu`` measures on one GPU (collectives need a node of several).

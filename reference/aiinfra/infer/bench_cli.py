@@ -9,6 +9,7 @@ elsewhere. Every flag is a field of the benchmark's config dataclass
 from __future__ import annotations
 
 import argparse
+import sys
 
 from aiinfra.clikit import add_config_flags, add_output_flags, config_from, save, show
 
@@ -65,12 +66,76 @@ def add_bench_engine(parser: argparse.ArgumentParser) -> None:
         | {"block_size": "tokens per KV block B"},
     )
     add_output_flags(parser, measures=True)
+    add = parser.add_argument
+    add(
+        "--against",
+        choices=("transformers",),
+        help="compare with transformers on one checkpoint instead (offline paths "
+        "and servers); the sweep flags above do not apply",
+    )
+    add(
+        "--full",
+        action="store_true",
+        help="with --against: the book's sizes (batches 1,8,32, 64 tokens, 96 "
+        "requests, best of 3; about 15 minutes) instead of a smoke run (a minute)",
+    )
+    add(
+        "--no-servers",
+        action="store_true",
+        help="with --against: the offline paths only",
+    )
+
+
+def run_bench_against(args: argparse.Namespace) -> int:
+    """The engine against transformers: print every table, store if asked.
+
+    Returns 1 when the two systems' greedy tokens differ (the comparison is void).
+    """
+    from aiinfra.clikit import progress_wanted
+    from aiinfra.infer.engine.compare import config, run, tables
+
+    cfg = config.CompareConfig(
+        **(config.FULL if args.full else {}),
+        threads=args.threads,
+        servers=not args.no_servers,
+    )
+    if not args.quiet:
+        print(
+            "aiinfra bench engine --against transformers: "
+            f"{'full' if args.full else 'smoke'} run, batches {list(cfg.batches)}, "
+            f"best of {cfg.repeats}{'' if cfg.servers else ', no servers'} "
+            f"(about {'15 minutes' if args.full else 'a minute'})",
+            file=sys.stderr,
+        )
+    wanted = progress_wanted(args)
+
+    def progress(message: str) -> None:
+        if wanted:
+            print(f"  {message}", file=sys.stderr)
+
+    body = run.run_compare(cfg, progress)
+    stamp = {"transformers": body["versions"]["transformers"]}
+    res = save(args, config.KIND, body, backend="cpu", world_size=1, extra_stamp=stamp)
+    shown = {
+        "Offline: the engine against generate_batch and padded generate": (
+            tables.offline_table(res)
+        ),
+        "Servers under a streamed load": tables.server_table(res),
+        "The engine's decode step, profiled": tables.profile_table(res),
+    }
+    show(args, shown, res)
+    skipped = res["servers"].get("skipped")
+    if skipped and not args.json:
+        print(f"\n(transformers serve not run: {skipped})")
+    return 0 if res["same_tokens"] else 1
 
 
 def run_bench_engine(args: argparse.Namespace) -> int:
     """Serve the sweep, static and continuous, and prefix caching; print all three."""
     from aiinfra.infer.engine import bench as engine_bench
 
+    if args.against:
+        return run_bench_against(args)
     cfg = config_from(
         args,
         engine_bench.EngineBenchConfig,

@@ -8,14 +8,20 @@
 ``--model tiny`` is a small random model (its text is noise, its serving is real);
 a directory is a Hugging Face checkpoint read by
 :meth:`~aiinfra.models.transformer.Transformer.from_pretrained`. The server binds
-127.0.0.1 unless ``--allow-remote``: it has no authentication.
+127.0.0.1 unless ``--allow-remote``; ``--api-key`` makes every request carry it as a
+Bearer token. Every mistake a user can make before serving (a path that is not a
+checkpoint, a preset name, a busy port) is one line on stderr and exit status 2,
+never a traceback; Ctrl-C or SIGTERM stops the server cleanly (exit status 0).
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import os
+import signal
 import sys
+from types import FrameType
 
 import torch
 
@@ -23,9 +29,14 @@ from aiinfra.clikit import int_at_least
 from aiinfra.infer.engine.core import Engine
 from aiinfra.infer.engine.server import InferenceServer, check_host
 from aiinfra.models.config import TransformerConfig
+from aiinfra.models.presets import PRESETS
 from aiinfra.models.transformer import Transformer
 
 TINY = {"d_model": 32, "n_layers": 2, "n_heads": 4, "d_ff": 88, "max_seq_len": 256}
+
+
+class ServeError(Exception):
+    """A mistake the user can fix before serving: one line, exit status 2."""
 
 
 def tiny_model(seed: int = 0, dtype: torch.dtype = torch.float32) -> Transformer:
@@ -50,22 +61,43 @@ def load_model(spec: str, seed: int = 0) -> Transformer:
     """``"tiny"`` (see :func:`tiny_model`) or a checkpoint directory.
 
     Raises:
-        FileNotFoundError: ``spec`` is neither ``"tiny"`` nor a directory.
-        ValueError: the model's vocabulary is smaller than the 256 byte tokens.
+        ServeError: ``spec`` is a preset name (a shape without weights), not a
+            directory, or a directory without a checkpoint; the model's
+            vocabulary is smaller than the 256 byte tokens.
     """
     if spec == "tiny":
         return tiny_model(seed)
-    if not os.path.isdir(spec):
-        raise FileNotFoundError(
-            f"--model must be 'tiny' or a checkpoint directory, got {spec!r}"
+    if spec.lower() in PRESETS:
+        raise ServeError(
+            f"--model {spec!r} is a preset of the book's tables: a shape with no "
+            "weights, of a size that needs a real checkpoint; pass the directory of "
+            "a downloaded Hugging Face checkpoint, or --model tiny for a small "
+            "random model"
         )
-    model = Transformer.from_pretrained(spec)
+    if not os.path.isdir(spec):
+        raise ServeError(
+            f"--model must be 'tiny' or a checkpoint directory; {spec!r} "
+            f"{'is a file' if os.path.exists(spec) else 'does not exist'}"
+        )
+    if not os.path.isfile(os.path.join(spec, "config.json")):
+        raise ServeError(
+            f"--model {spec!r} has no config.json: it is not a Hugging Face "
+            "checkpoint directory (save one with save_pretrained, or use --model tiny)"
+        )
+    try:
+        model = Transformer.from_pretrained(spec)
+    except (FileNotFoundError, ValueError) as exc:
+        raise ServeError(f"--model {spec!r} cannot be served: {exc}") from None
     if model.config.vocab_size < 256:
-        raise ValueError(
+        raise ServeError(
             f"the server's tokenizer is UTF-8 bytes: vocab_size must be >= 256, "
             f"got {model.config.vocab_size}"
         )
     return model
+
+
+def _stop(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt  # SIGTERM ends the server as Ctrl-C does
 
 
 def serve(
@@ -75,9 +107,12 @@ def serve(
     *,
     seed: int = 0,
     allow_remote: bool = False,
+    name: str | None = None,
+    api_key: str | None = None,
+    max_pending: int | None = None,
     **engine_options: int | bool,
 ) -> None:
-    """Serve ``model`` at ``http://host:port/v1`` until interrupted.
+    """Serve ``model`` at ``http://host:port/v1`` until Ctrl-C or SIGTERM.
 
     Args:
         host: the address (loopback unless ``allow_remote``).
@@ -85,29 +120,58 @@ def serve(
         model: a :class:`Transformer`, ``"tiny"`` or a checkpoint directory.
         seed: the tiny model's seed.
         allow_remote: bind a non-loopback address.
+        name: the model name clients pass (default: ``model`` as given, or
+            ``"aiinfra"`` for a :class:`Transformer`).
+        api_key: the Bearer token every request must carry, if any.
+        max_pending: requests waiting or running at once (more get 503).
         **engine_options: ``num_blocks``, ``block_size``, ``max_num_seqs``,
             ``max_num_batched_tokens``, ``enable_prefix_caching`` of
             :class:`~aiinfra.infer.engine.core.Engine`.
 
     Raises:
-        ValueError: a bad host or engine size; see also :func:`load_model`.
+        ValueError: a bad host or engine size.
+        ServeError: see :func:`load_model`; the port is in use.
     """
     check_host(host, allow_remote)
-    name = model if isinstance(model, str) else "aiinfra"
+    if name is None:
+        name = model if isinstance(model, str) else "aiinfra"
+    random = isinstance(model, str) and model == "tiny"
     if isinstance(model, str):
         model = load_model(model, seed)
-    server = InferenceServer(
-        Engine(model, **engine_options), host, port, name, allow_remote
-    )
+    limits = {} if max_pending is None else {"max_pending": max_pending}
+    try:
+        server = InferenceServer(
+            Engine(model, **engine_options),
+            host,
+            port,
+            name,
+            allow_remote,
+            api_key=api_key,
+            **limits,
+        )
+    except OSError as exc:
+        if exc.errno != errno.EADDRINUSE:
+            raise ServeError(f"cannot listen on {host}:{port}: {exc}") from None
+        raise ServeError(
+            f"port {port} on {host} is in use (nox -s book serves the book on 8000 "
+            f"too): pick another with --port, e.g. --port {port + 1}, or --port 0 "
+            "for any free one"
+        ) from None
+    previous = signal.signal(signal.SIGTERM, _stop)
     server.loop.start()
-    print(f"serving {name!r} at {server.base_url}", file=sys.stderr)
+    what = " (a random model: its text is noise)" if random else ""
+    print(
+        f"serving {name!r}{what} at {server.base_url}; Ctrl-C stops it",
+        file=sys.stderr,
+    )
     try:
         server.serve_forever()
     except KeyboardInterrupt:
-        pass
+        print("stopping: requests still running get an error", file=sys.stderr)
     finally:
         server.server_close()
         server.loop.stop()
+        signal.signal(signal.SIGTERM, previous)
 
 
 def add_serve(parser: argparse.ArgumentParser) -> None:
@@ -118,12 +182,27 @@ def add_serve(parser: argparse.ArgumentParser) -> None:
         default="tiny",
         help="'tiny' (random) or a Hugging Face checkpoint dir",
     )
+    add(
+        "--served-model-name",
+        help="the model name clients pass (default: --model as given)",
+    )
     add("--seed", type=int_at_least(0), default=0, help="seed of the tiny model")
     add(
         "--host", default="127.0.0.1", help="address to bind (loopback only by default)"
     )
     add("--allow-remote", action="store_true", help="allow a non-loopback --host")
     add("--port", type=int_at_least(0), default=8000, help="port (0: any free one)")
+    add(
+        "--api-key",
+        default=os.environ.get("AIINFRA_API_KEY"),
+        help="require 'Authorization: Bearer KEY' (default: $AIINFRA_API_KEY, none)",
+    )
+    add(
+        "--max-pending",
+        type=int_at_least(1),
+        default=1024,
+        help="requests waiting or running at once; more get 503 with Retry-After",
+    )
     add("--max-num-seqs", type=int_at_least(1), default=8, help="sequences per step")
     add(
         "--max-num-batched-tokens",
@@ -141,20 +220,31 @@ def add_serve(parser: argparse.ArgumentParser) -> None:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    """Check the flags (a ValueError is a usage error) and serve until Ctrl-C."""
+    """Check the flags (a ValueError is a usage error) and serve until Ctrl-C.
+
+    A :class:`ServeError` (a model that cannot be loaded, a busy port) is printed
+    as one line and returns 2.
+    """
     check_host(args.host, args.allow_remote)
     if args.port > 65535:
         raise ValueError(f"--port must be <= 65535, got {args.port}")
-    serve(
-        args.host,
-        args.port,
-        args.model,
-        seed=args.seed,
-        allow_remote=args.allow_remote,
-        num_blocks=args.num_blocks,
-        block_size=args.block_size,
-        max_num_seqs=args.max_num_seqs,
-        max_num_batched_tokens=args.max_num_batched_tokens,
-        enable_prefix_caching=not args.no_prefix_caching,
-    )
+    try:
+        serve(
+            args.host,
+            args.port,
+            args.model,
+            seed=args.seed,
+            allow_remote=args.allow_remote,
+            name=args.served_model_name,
+            api_key=args.api_key or None,
+            max_pending=args.max_pending,
+            num_blocks=args.num_blocks,
+            block_size=args.block_size,
+            max_num_seqs=args.max_num_seqs,
+            max_num_batched_tokens=args.max_num_batched_tokens,
+            enable_prefix_caching=not args.no_prefix_caching,
+        )
+    except ServeError as exc:
+        print(f"aiinfra serve: error: {exc}", file=sys.stderr)
+        return 2
     return 0

@@ -11,7 +11,8 @@ import torch
 from aiinfra import results
 from aiinfra.infer.engine import bench as engine_bench
 from aiinfra.infer.engine.core import Engine, SamplingParams
-from aiinfra.infer.engine.model_runner import Chunk, PagedModelRunner, StepLayout
+from aiinfra.infer.engine.layout import Chunk, StepLayout
+from aiinfra.infer.engine.model_runner import PagedModelRunner
 from aiinfra.infer.paged.block_allocator import BlockAllocator
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.layers import RotaryEmbedding
@@ -82,11 +83,15 @@ def test_layout_of_a_mixed_step():
     assert lay.last.tolist() == [0, 3, 4]
     decodes, chunk = lay.groups
     assert decodes.rows.tolist() == [0, 4] and chunk.rows.tolist() == [1, 2, 3]
-    assert decodes.key_slots.tolist() == [[6, 7, 2, 3], [10, 11, 0, 0]]
+    # Whole blocks are read; C's table is padded with block 0, which its mask hides.
+    assert decodes.block_table.tolist() == [[3, 1], [5, 0]]
+    assert decodes.key_slots.tolist() == [[6, 7, 2, 3], [10, 11, 0, 1]]
     assert decodes.visible().int().tolist() == [[[1, 1, 1, 1]], [[1, 1, 0, 0]]]
-    assert chunk.key_slots.tolist() == [[0, 1, 4]]
-    assert chunk.visible()[0].int().tolist() == [[1, 0, 0], [1, 1, 0], [1, 1, 1]]
-    assert chunk.visible(window=2)[0, 2].int().tolist() == [0, 1, 1]
+    assert chunk.key_slots.tolist() == [[0, 1, 4, 5]]
+    seen = chunk.visible()[0].int().tolist()
+    assert seen == [[1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 0]]
+    assert chunk.visible(window=2)[0, 2].int().tolist() == [0, 1, 1, 0]
+    assert lay.visible_of(1).shape == (3, 3)
 
 
 def test_prefix_caching_skips_shared_blocks_and_keeps_tokens():

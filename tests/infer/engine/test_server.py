@@ -16,7 +16,13 @@ import pytest
 import torch
 from aiinfra.infer.engine.core import Engine
 from aiinfra.infer.engine.server import InferenceServer
-from aiinfra.infer.serve_cli import add_serve, load_model, run_serve, tiny_model
+from aiinfra.infer.serve_cli import (
+    ServeError,
+    add_serve,
+    load_model,
+    run_serve,
+    tiny_model,
+)
 from aiinfra.models.transformer import generate_greedy
 
 openai = pytest.importorskip("openai")
@@ -114,7 +120,10 @@ def call(server, path, body=None, method="POST"):
         body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
     )
     req = urllib.request.Request(
-        f"http://127.0.0.1:{server.port}{path}", data=data, method=method
+        f"http://127.0.0.1:{server.port}{path}",
+        data=data,
+        method=method,
+        headers={"Content-Type": "application/json"},
     )
     try:
         with urllib.request.urlopen(req, timeout=30) as r:
@@ -206,14 +215,15 @@ def test_a_failing_engine_answers_every_request(model):
 def test_bad_host_and_model(model):
     with pytest.raises(ValueError, match="host must be one of"):
         InferenceServer(Engine(model), host="0.0.0.0")
-    with pytest.raises(FileNotFoundError, match="'tiny' or a checkpoint directory"):
+    with pytest.raises(ServeError, match="'tiny' or a checkpoint directory"):
         load_model("/no/such/dir")
 
 
 def raw(server, head, body=b""):
     with socket.create_connection(("127.0.0.1", server.port), timeout=30) as s:
         s.sendall(
-            b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n" + head + b"\r\n" + body
+            b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
+            b"Content-Type: application/json\r\n" + head + b"\r\n" + body
         )
         return s.recv(200)
 
@@ -251,3 +261,149 @@ def test_serve_flags_are_checked_before_serving():
         run_serve(parser.parse_args(["--port", "70000"]))
     with pytest.raises(SystemExit):
         parser.parse_args(["--num-blocks", "0"])
+
+
+# Issue: bad input gets a 4xx, never a dropped connection or a 500; each bad request
+# (raw HTTP, as a browser or a script sends it) is followed by a good one (the openai
+# client), whose text must still be greedy's.
+SURROGATE_PROMPT = b'{"model": "tiny", "prompt": "a\\ud800b"}'  # valid JSON escape
+SURROGATE_CHAT = (
+    b'{"model": "tiny", "messages": [{"role": "user", "content": "\\udfff"}]}'
+)
+
+
+def post(server, body, headers, path="/v1/completions", timeout=30):
+    """A raw POST; the status, the headers and the JSON answer."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=timeout) as s:
+        head = b"".join(b"%s: %s\r\n" % (k.encode(), v.encode()) for k, v in headers)
+        s.sendall(b"POST %s HTTP/1.1\r\nHost: x\r\n%s\r\n" % (path.encode(), head))
+        s.sendall(body)
+        reply = b""
+        while chunk := s.recv(65536):
+            reply += chunk
+    head, _, payload = reply.partition(b"\r\n\r\n")
+    lines = head.decode().split("\r\n")
+    fields = dict(line.split(": ", 1) for line in lines[1:])
+    return int(lines[0].split()[1]), fields, json.loads(payload)
+
+
+def good(client, model):
+    r = client.completions.create(
+        model="tiny", prompt="ok", max_tokens=3, temperature=0
+    )
+    assert r.choices[0].text == expected(model, "ok", 3)
+
+
+def sized(body, kind="application/json"):
+    return [("Content-Type", kind), ("Content-Length", str(len(body)))]
+
+
+@pytest.mark.parametrize(
+    ("body", "headers", "status", "param", "match"),
+    [
+        (SURROGATE_PROMPT, None, 400, "prompt", "lone surrogate"),
+        (SURROGATE_CHAT, None, 400, "messages", "lone surrogate"),
+        (
+            json.dumps(OK | {"seed": 2**64}).encode(),
+            None,
+            400,
+            "seed",
+            "64 bits",
+        ),
+        (
+            json.dumps(OK | {"seed": -(2**63) - 1}).encode(),
+            None,
+            400,
+            "seed",
+            "64 bits",
+        ),
+        (json.dumps(OK).encode(), "text/plain", 415, None, "application/json"),
+        (json.dumps(OK).encode(), "", 415, None, "application/json"),
+    ],
+)
+def test_bad_input_then_good(
+    server, client, model, body, headers, status, param, match
+):
+    path = "/v1/chat/completions" if b"messages" in body else "/v1/completions"
+    kind = "application/json" if headers is None else headers
+    hdrs = sized(body, kind) if kind else [("Content-Length", str(len(body)))]
+    code, _, reply = post(server, body, hdrs, path)
+    assert (code, reply["error"]["param"]) == (status, param)
+    assert match in reply["error"]["message"]
+    good(client, model)
+
+
+def test_seed_is_checked_before_queueing(model):
+    from aiinfra.infer.engine.core import SamplingParams
+
+    with pytest.raises(ValueError, match="seed must be None or an int"):
+        SamplingParams(seed=2**64)
+    assert SamplingParams(seed=2**64 - 1).seed == 2**64 - 1  # torch takes it
+
+
+def test_short_body_times_out_and_the_server_still_serves(model):
+    srv = InferenceServer(
+        Engine(model), model_name="tiny", quiet=True, read_timeout=0.5
+    )
+    srv.start()
+    try:
+        client = openai.OpenAI(base_url=srv.base_url, api_key="-", max_retries=0)
+        start = time.monotonic()
+        code, _, reply = post(srv, b'{"model"', sized(b"x" * 100), timeout=10)
+        assert code == 408 and "Content-Length" in reply["error"]["message"]
+        assert time.monotonic() - start < 5  # the worker did not hang
+        good(client, model)
+        assert call(srv, "/v1/completions", OK)[0] == 200
+    finally:
+        srv.stop()
+
+
+def test_api_key_and_served_model_name(model):
+    srv = InferenceServer(
+        Engine(model), model_name="my-model", quiet=True, api_key="sekret"
+    )
+    srv.start()
+    try:
+        body = json.dumps(OK | {"model": "my-model"}).encode()
+        for auth in ([], [("Authorization", "Bearer wrong")], [("Authorization", "x")]):
+            code, fields, reply = post(srv, body, sized(body) + auth)
+            assert code == 401 and fields["WWW-Authenticate"] == "Bearer"
+            assert "API key" in reply["error"]["message"]
+        client = openai.OpenAI(base_url=srv.base_url, api_key="sekret", max_retries=0)
+        assert [m.id for m in client.models.list().data] == ["my-model"]
+        r = client.completions.create(
+            model="my-model", prompt="ok", max_tokens=3, temperature=0
+        )
+        assert r.choices[0].text == expected(model, "ok", 3)
+        with pytest.raises(openai.AuthenticationError):
+            openai.OpenAI(
+                base_url=srv.base_url, api_key="nope", max_retries=0
+            ).models.list()
+    finally:
+        srv.stop()
+
+
+def test_chat_runs_to_the_end_of_the_context_by_default(server, client, model):
+    messages = [{"role": "user", "content": "hi"}]
+    r = client.chat.completions.create(model="tiny", messages=messages, temperature=0)
+    template = "<|user|>\nhi\n<|assistant|>\n"
+    left = model.config.max_seq_len - len(template)  # OpenAI: to the context's end
+    assert (r.usage.completion_tokens, r.choices[0].finish_reason) == (left, "length")
+    r = client.completions.create(model="tiny", prompt="hi")
+    assert r.usage.completion_tokens == 16  # completions keep OpenAI's 16
+
+
+def test_a_full_queue_answers_503_with_retry_after(model):
+    srv = InferenceServer(Engine(model), model_name="tiny", quiet=True, max_pending=1)
+    srv.start()
+    try:
+        assert srv.admit()  # take the one place
+        body = json.dumps(OK).encode()
+        code, fields, reply = post(srv, body, sized(body))
+        assert (code, fields["Retry-After"]) == (503, "1")
+        assert "capacity" in reply["error"]["message"]
+        srv.release()
+        assert call(srv, "/v1/completions", OK)[0] == 200
+        assert srv.num_refused == 1
+    finally:
+        srv.stop()

@@ -1,9 +1,11 @@
 """What ``docs/inference/engine.rst`` shows: its values, tables, figures.
 
-The layout figure is computed by :class:`~aiinfra.infer.engine.model_runner.StepLayout`
+The layout figure is computed by :class:`~aiinfra.infer.engine.layout.StepLayout`
 on a three-sequence example; the timings come from the stamped file of
 ``aiinfra bench engine`` (:mod:`aiinfra.infer.engine.bench`); the GPU comparison
-is the roofline step cost of :mod:`aiinfra.book.inference.batching`.
+is the roofline step cost of :mod:`aiinfra.book.inference.batching`. The comparison
+with transformers is the stamped file of ``aiinfra bench engine --against
+transformers`` (:mod:`aiinfra.infer.engine.compare`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,10 @@ from matplotlib.figure import Figure
 
 from aiinfra import results
 from aiinfra.infer.engine import bench as engine_bench
-from aiinfra.infer.engine.model_runner import Chunk, StepLayout
+from aiinfra.infer.engine import load, server
+from aiinfra.infer.engine.compare import config as compare_config
+from aiinfra.infer.engine.compare import tables as compare_tables
+from aiinfra.infer.engine.layout import Chunk, StepLayout
 from aiinfra.report import Table
 
 LAYOUT_BLOCK = 4  # block size of the layout example
@@ -202,4 +207,291 @@ def prefix_figure() -> Figure:
     ax.set_ylim(bottom=0)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
+    return fig
+
+
+@cache
+def _hf() -> dict:
+    return results.load(compare_config.KIND, "cpu")
+
+
+def hf_config(name: str) -> int:
+    """A size of the stamped comparison (``output_len``, ``vary_max``, ...)."""
+    return _hf()["config"][name]
+
+
+def hf_largest_batch() -> int:
+    """The largest batch of the comparison's equal-length runs."""
+    return max(int(b) for b in _hf()["equal"])
+
+
+def hf_batch(i: int) -> int:
+    """The ``i``-th batch size of the comparison's equal-length runs."""
+    return sorted(int(b) for b in _hf()["equal"])[i]
+
+
+def _row(i: int | None) -> dict:
+    return _hf()["vary"] if i is None else _hf()["equal"][str(hf_batch(i))]
+
+
+def _tokens_per_s(system: str, i: int | None = None) -> float:
+    """Measured tokens/s of ``system``.
+
+    At the ``i``-th batch size with equal output lengths, or (``None``) with
+    varying ones.
+    """
+    return _row(i)[system]["tokens_per_s"]
+
+
+def hf_speedup(system: str, i: int | None = None) -> float:
+    """The engine's tokens/s over ``system``'s (wall time).
+
+    ``i``: the batch size's index (``None``: varying lengths).
+    """
+    return _tokens_per_s("engine", i) / _tokens_per_s(system, i)
+
+
+def hf_cpu_speedup(system: str, i: int | None = None) -> float:
+    """The engine's speed-up over ``system`` by the processes' CPU time."""
+    row = _row(i)
+    return row["engine"]["cpu_tokens_per_s"] / row[system]["cpu_tokens_per_s"]
+
+
+def hf_min_speedup(system: str) -> float:
+    """The engine's smallest speed-up over ``system`` across the batches (wall)."""
+    return min(hf_speedup(system, i) for i in range(len(_hf()["equal"])))
+
+
+def hf_spread(i: int | None = None) -> float:
+    """The largest ratio of slowest to fastest run of one system.
+
+    ``i``: the batch size's index (``None``: varying lengths); how much runs vary
+    on this machine.
+    """
+    row = _row(i)
+    walls = [[r["wall_s"] for r in row[s]["runs"]] for s in compare_config.SYSTEMS]
+    return max(max(w) / min(w) for w in walls)
+
+
+def hf_load(i: int | None = None) -> float:
+    """The machine's mean one-minute load average over the runs of a regime."""
+    loads = [r["load"] for s in compare_config.SYSTEMS for r in _row(i)[s]["runs"]]
+    return sum(loads) / len(loads)
+
+
+def target(name: str) -> float:
+    """A speed-up the engine was asked to reach.
+
+    ``generate``: over padded generate, equal lengths; ``generate@vary``: over it
+    with varying lengths; ``generate_batch``: over transformers' continuous
+    batching at every batch.
+    """
+    return compare_config.TARGETS[name]
+
+
+def _mismatches(system: str) -> list[dict]:
+    rows = [*_hf()["equal"].values(), _hf()["vary"]]
+    return [m for row in rows for m in row[system]["mismatches"]]
+
+
+def hf_mismatches(system: str) -> int:
+    """Requests whose greedy tokens from ``system`` differ from the engine's."""
+    return len(_mismatches(system))
+
+
+def hf_mismatch_position(system: str) -> int:
+    """The earliest generated position at which ``system`` parts from the engine."""
+    return min(m["position"] for m in _mismatches(system))
+
+
+def hf_mismatch_gap(system: str) -> float:
+    """The largest logit gap at which ``system`` and the engine part.
+
+    A gap near float32 rounding is a tie that either implementation may break.
+    """
+    return max(abs(m["logit_gap"]) for m in _mismatches(system))
+
+
+def hf_server_differing() -> int:
+    """Requests whose streamed text differs between the two servers."""
+    return _hf()["servers"]["differing_texts"]
+
+
+def hf_server_differing_before_end() -> int:
+    """Requests whose streamed texts differ before their trailing U+FFFD."""
+    return _hf()["servers"]["differing_before_the_end"]
+
+
+def hf_server(name: str, key: str) -> float:
+    """A measured value of a server's best run.
+
+    ``key``: ``tokens_per_s``, ``failed``, ``ttft_p50_ms``, ``ttft_p99_ms`` or
+    ``tpot_ms`` (the mean time per output token).
+    """
+    run = _hf()["servers"]["runs"][name]
+    if key.endswith("_ms"):
+        src = {"ttft_p50_ms": "ttft_p50_s", "ttft_p99_ms": "ttft_p99_s"}
+        return 1e3 * run[src.get(key, "tpot_mean_s")]
+    return run[key]
+
+
+def hf_server_gain() -> float:
+    """``aiinfra serve``'s throughput over ``transformers serve``'s."""
+    return hf_server("aiinfra serve", "tokens_per_s") / hf_server(
+        "transformers serve", "tokens_per_s"
+    )
+
+
+def _profile_ms(part: str) -> float:
+    """Milliseconds of a decode step at the largest batch spent on ``part``."""
+    return _hf()["profile"][part]
+
+
+def profile_share(part: str) -> float:
+    """The share of a decode step at the largest batch spent on ``part``, %."""
+    return 100 * _profile_ms(part) / _profile_ms("step")
+
+
+def offline_table() -> Table:
+    """The engine, continuous batching and padded generate of transformers."""
+    return compare_tables.offline_table(_hf())
+
+
+def server_table() -> Table:
+    """The two servers under the same streamed load."""
+    return compare_tables.server_table(_hf())
+
+
+def profile_table() -> Table:
+    """Where the engine's decode step goes at the largest batch."""
+    return compare_tables.profile_table(_hf())
+
+
+def ramp_streams() -> int:
+    """The most concurrent streams of the suite's load test."""
+    return load.RAMP[-1]
+
+
+def ramp_requests() -> int:
+    """The requests of the suite's load test."""
+    return load.RAMP_REQUESTS
+
+
+def backlog() -> int:
+    """The server's listen backlog (Python's default is 5)."""
+    return server.BACKLOG
+
+
+_COLORS = {"engine": "C0", "generate_batch": "C1", "generate": "C2"}
+_LABELS = {
+    "engine": "engine",
+    "generate_batch": "generate_batch",
+    "generate": "padded generate",
+}
+
+
+def compare_figure() -> Figure:
+    """Throughput of the three offline paths and latency of the two servers."""
+    res = _hf()
+    fig = Figure(figsize=(7.6, 2.9), layout="constrained")
+    eq, var, srv = fig.subplots(1, 3, width_ratios=(1.4, 0.9, 1.1))
+    batches = sorted(int(b) for b in res["equal"])
+    for s in compare_config.SYSTEMS:
+        eq.plot(
+            batches,
+            [res["equal"][str(b)][s]["tokens_per_s"] for b in batches],
+            "o-",
+            color=_COLORS[s],
+            label=_LABELS[s],
+        )
+    eq.set_xscale("log", base=2)
+    eq.set_xticks(batches, [str(b) for b in batches])
+    eq.set_xlabel("sequences at once")
+    eq.set_ylabel("generated tokens/s")
+    eq.set_title("equal output lengths", fontsize=9)
+    eq.legend(fontsize=7)
+    var.bar(
+        range(3),
+        [res["vary"][s]["tokens_per_s"] for s in compare_config.SYSTEMS],
+        color=[_COLORS[s] for s in compare_config.SYSTEMS],
+    )
+    var.set_xticks(
+        range(3), ["engine", "generate_batch", "generate"], rotation=30, ha="right"
+    )
+    var.set_title("varying output lengths", fontsize=9)
+    var.set_ylabel("generated tokens/s")
+    runs = res["servers"]["runs"]
+    names = [n for n in compare_config.SERVERS if n in runs]
+    x = range(len(names))
+    srv.bar(
+        [i - 0.2 for i in x],
+        [1e3 * runs[n]["ttft_p50_s"] for n in names],
+        0.4,
+        label="median",
+        color="C4",
+    )
+    srv.bar(
+        [i + 0.2 for i in x],
+        [1e3 * runs[n]["ttft_p99_s"] for n in names],
+        0.4,
+        label="99th percentile",
+        color="C3",
+    )
+    srv.set_xticks(list(x), [n.split()[0] for n in names])
+    srv.set_ylabel("TTFT (ms)")
+    srv.set_title("servers under load", fontsize=9)
+    srv.legend(fontsize=7)
+    for ax in (eq, var, srv):
+        ax.grid(True, alpha=0.3, axis="y")
+        ax.set_ylim(bottom=0)
+        ax.tick_params(labelsize=7)
+    return fig
+
+
+def admission_figure() -> Figure:
+    """A request's path into the server: listen queue, admission, engine, or 503."""
+    fig = Figure(figsize=(7.2, 2.4), layout="constrained")
+    ax = fig.add_subplot()
+    boxes = ["clients", "listen queue", "handler thread", "admission", "engine thread"]
+    xs = [0.08 + 0.21 * i for i in range(len(boxes))]
+    for x, text in zip(xs, boxes, strict=True):
+        ax.text(
+            x,
+            0.62,
+            text,
+            ha="center",
+            va="center",
+            fontsize=8,
+            bbox={"boxstyle": "round", "facecolor": "#dbe8f5", "edgecolor": "C0"},
+        )
+    for x, x2 in zip(xs, xs[1:], strict=False):
+        ax.annotate(
+            "",
+            (x2 - 0.075, 0.62),
+            (x + 0.075, 0.62),
+            arrowprops={"arrowstyle": "->", "color": "0.3"},
+        )
+    ax.annotate(
+        "", (xs[3], 0.2), (xs[3], 0.5), arrowprops={"arrowstyle": "->", "color": "C3"}
+    )
+    ax.text(
+        xs[3],
+        0.1,
+        "queue full: answer at once, retry later",
+        ha="center",
+        va="center",
+        fontsize=8,
+        color="C3",
+    )
+    ax.text(xs[3] + 0.015, 0.34, "503", fontsize=8, color="C3")
+    ax.annotate(
+        "",
+        (xs[0], 0.85),
+        (xs[-1], 0.85),
+        arrowprops={"arrowstyle": "->", "color": "C2"},
+    )
+    ax.text(0.5, 0.92, "streamed tokens", ha="center", fontsize=8, color="C2")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.axis("off")
     return fig

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 
 import torch
 
-from aiinfra.infer.engine.model_runner import Chunk, PagedModelRunner
+from aiinfra.infer.engine.layout import Chunk
+from aiinfra.infer.engine.model_runner import PagedModelRunner
 from aiinfra.infer.engine.scheduler import (
     RequestError,
     SamplingParams,
@@ -132,6 +133,16 @@ class Engine:
                 "prompt",
             )
 
+    def max_new_tokens(self, prompt_len: int) -> int:
+        """The most tokens a prompt of ``prompt_len`` tokens can generate here.
+
+        The end of the context (``max_seq_len``) or of the block pool, whichever
+        comes first; 0 when the prompt alone fills it (thread-safe, no change).
+        """
+        a = self.scheduler.allocator
+        room = min(self.model.config.max_seq_len, a.num_blocks * a.block_size + 1)
+        return max(0, room - prompt_len)
+
     def add_request(
         self,
         prompt: Sequence[int],
@@ -184,33 +195,53 @@ class Engine:
         if batch:
             chunks = [
                 Chunk(
-                    seq.tokens[seq.num_computed : seq.num_computed + n],
+                    seq.token_slice(seq.num_computed, seq.num_computed + n),
                     seq.num_computed,
                     s.allocator.block_tables[seq.seq_id],
                 )
                 for seq, n in batch
             ]
             logits = self.runner.forward(chunks)  # (S, V): one pass for all
-            for (seq, n), row in zip(batch, logits, strict=True):
+            ready = []  # rows whose chunk reached the end: each gets a new token
+            for i, (seq, n) in enumerate(batch):
                 seq.num_computed += n
-                if seq.num_pending == 0:  # the chunk reached the end: a new token
-                    outputs.append(self._sample(seq, row[None]))
+                if seq.num_pending == 0:
+                    ready.append(i)
+            tokens = self._sample([batch[i][0] for i in ready], logits[ready])
+            outputs = [
+                self._append(batch[i][0], t) for i, t in zip(ready, tokens, strict=True)
+            ]
         # endregion
         self.num_steps += 1
         self.batch_tokens.append(sum(n for _, n in batch))
         return outputs
 
-    def _sample(self, seq: SequenceState, logits: torch.Tensor) -> StepOutput:
+    def _sample(self, seqs: list[SequenceState], logits: torch.Tensor) -> list[int]:
+        """A token per row of ``logits`` ``(S, V)``, all greedy rows in one argmax."""
+        greedy = [i for i, q in enumerate(seqs) if q.params.temperature == 0]
+        tokens = [0] * len(seqs)
+        if greedy:
+            picked = logits[greedy].argmax(dim=-1).tolist()  # one copy to the host
+            for i, t in zip(greedy, picked, strict=True):
+                tokens[i] = t
+        wide = torch.promote_types(logits.dtype, torch.float32)
+        for i, seq in enumerate(seqs):  # sampled rows draw from their own generator
+            p = seq.params
+            if p.temperature != 0:
+                tokens[i] = int(
+                    next_token(
+                        logits[i : i + 1].to(wide),
+                        seq.generator,
+                        temperature=p.temperature,
+                        top_k=p.top_k,
+                        top_p=p.top_p,
+                    )[0]
+                )
+        return tokens
+
+    def _append(self, seq: SequenceState, token: int) -> StepOutput:
+        """Add ``token`` to ``seq``; finish it on a stop token or its length."""
         p = seq.params
-        token = int(
-            next_token(
-                logits.to(torch.promote_types(logits.dtype, torch.float32)),
-                seq.generator,
-                temperature=p.temperature,
-                top_k=p.top_k,
-                top_p=p.top_p,
-            )[0]
-        )
         seq.output.append(token)
         now = self.clock()
         if seq.first_token_time is None:

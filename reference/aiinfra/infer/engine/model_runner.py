@@ -18,168 +18,39 @@ of sequence ``s``, ``B`` block size.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
+from aiinfra.infer.engine.layout import Chunk, StepLayout
 from aiinfra.infer.paged.attention import PagedKVCache
 from aiinfra.models.attention.gqa import GroupedQueryAttention
+from aiinfra.models.layers import RMSNorm
 from aiinfra.models.transformer import Transformer
 
-__all__ = ["AttentionGroup", "Chunk", "PagedModelRunner", "StepLayout"]
+__all__ = ["PagedModelRunner"]
 
 
-@dataclass(frozen=True)
-class Chunk:
-    """The new tokens of one sequence in an iteration.
+def _rotate(x: Tensor, rotation: Tensor) -> Tensor:
+    """RoPE on ``x`` ``(..., N, d)``: each pair of features times ``cos + i sin``.
 
-    ``tokens`` sit at positions ``start .. start + len(tokens) - 1``; the sequence's
-    first ``start + len(tokens)`` positions live in the blocks of ``block_table``.
+    The pairs ``(x_{2i}, x_{2i+1})`` are complex numbers; one complex product per
+    pair is the rotation that :class:`RotaryEmbedding` writes out in real
+    arithmetic, in fp32 or wider as it does.
     """
-
-    tokens: Sequence[int]
-    start: int
-    block_table: Sequence[int]
-
-
-class StepLayout:
-    """Where every token of a packed iteration reads and writes (shared by layers).
-
-    Args:
-        chunks: the iteration's chunks, ``S >= 1`` of them.
-        block_size: ``B``.
-        num_blocks: blocks in the pool.
-        device: where the index tensors live.
-
-    Raises:
-        ValueError: an empty chunk, a negative start, or a block table that is too
-            short or names a block outside the pool.
-    """
-
-    def __init__(
-        self,
-        chunks: Sequence[Chunk],
-        block_size: int,
-        num_blocks: int,
-        device: torch.device,
-    ) -> None:
-        if not chunks:
-            raise ValueError("chunks must hold at least one chunk")
-        for i, c in enumerate(chunks):
-            end = c.start + len(c.tokens)
-            if len(c.tokens) == 0 or c.start < 0:
-                raise ValueError(
-                    f"chunks[{i}] must have >= 1 token and start >= 0, got "
-                    f"{len(c.tokens)} tokens at {c.start}"
-                )
-            if -(-end // block_size) > len(c.block_table) or any(
-                not 0 <= b < num_blocks for b in c.block_table
-            ):
-                raise ValueError(
-                    f"chunks[{i}]: positions up to {end - 1} need "
-                    f"{-(-end // block_size)} blocks in [0, {num_blocks}), the table "
-                    f"is {list(c.block_table)}"
-                )
-        # region layout
-        B = block_size
-        T = [len(c.tokens) for c in chunks]  # T_s
-        offsets = [sum(T[:s]) for s in range(len(chunks))]  # first packed index
-        self.tokens = torch.tensor(
-            [t for c in chunks for t in c.tokens], device=device
-        )  # (N,)
-        self.positions = torch.cat(
-            [torch.arange(c.start, c.start + len(c.tokens)) for c in chunks]
-        ).to(device)  # (N,)
-        self.write_slots = torch.cat(
-            [_slots(c.block_table, c.start, c.start + len(c.tokens), B) for c in chunks]
-        ).to(device)  # (N,): block * B + offset of each new token
-        self.last = torch.tensor(
-            [o + t - 1 for o, t in zip(offsets, T, strict=True)], device=device
-        )  # (S,): the packed index of each chunk's last token
-        # Attention groups: all decodes together, each longer chunk on its own, so
-        # that no decode is padded to a prompt chunk's length.
-        decodes = [s for s, t in enumerate(T) if t == 1]
-        groups = ([decodes] if decodes else []) + [
-            [s] for s, t in enumerate(T) if t > 1
-        ]
-        self.groups = [
-            AttentionGroup([chunks[s] for s in g], [offsets[s] for s in g], B, device)
-            for g in groups
-        ]
-        # endregion
-        self.num_seqs, self.num_tokens = len(chunks), len(self.tokens)
-        self._where = {s: (i, j) for i, g in enumerate(groups) for j, s in enumerate(g)}
-        self._lengths = [(t, c.start + t) for c, t in zip(chunks, T, strict=True)]
-
-    def visible_of(self, s: int, window: int = 0) -> Tensor:
-        """The keys each new token of sequence ``s`` sees, ``(T_s, L_s)``."""
-        i, j = self._where[s]
-        T, L = self._lengths[s]
-        return self.groups[i].visible(window)[j, :T, :L]
+    wide = x.to(torch.promote_types(x.dtype, torch.float32))
+    pairs = torch.view_as_complex(wide.unflatten(-1, (-1, 2)))  # (..., N, d/2)
+    turned = pairs * rotation.to(pairs.dtype)
+    return torch.view_as_real(turned).flatten(-2).to(x.dtype)  # (..., N, d)
 
 
-def _slots(table: Sequence[int], start: int, end: int, block_size: int) -> Tensor:
-    """Flat slots ``block * B + offset`` of positions ``start .. end - 1``."""
-    pos = torch.arange(start, end)
-    blocks = torch.tensor(list(table), dtype=torch.long)[pos // block_size]
-    return blocks * block_size + pos % block_size
-
-
-class AttentionGroup:
-    """Sequences whose queries are padded together to ``(S_g, T_max)``.
-
-    Args:
-        chunks: the group's chunks.
-        offsets: the packed index of each chunk's first token.
-        block_size: ``B``.
-        device: where the index tensors live.
-    """
-
-    def __init__(
-        self,
-        chunks: Sequence[Chunk],
-        offsets: Sequence[int],
-        block_size: int,
-        device: torch.device,
-    ) -> None:
-        T = torch.tensor([len(c.tokens) for c in chunks])  # (S_g,)
-        L = [c.start + len(c.tokens) for c in chunks]  # L_s
-        col = torch.arange(int(T.max()))  # (T_max,)
-        self.query_valid = (col < T[:, None]).to(device)  # (S_g, T_max)
-        self.query_index = (torch.tensor(list(offsets))[:, None] + col).to(
-            device
-        )  # (S_g, T_max): packed index of each query (padding: masked)
-        self.rows = self.query_index[self.query_valid]  # packed order
-        self.query_index = self.query_index.clamp(max=int(self.rows.max()))
-        starts = torch.tensor([c.start for c in chunks])
-        self.query_pos = (starts[:, None] + col).to(device)  # (S_g, T_max)
-        self.key_pos = torch.arange(max(L), device=device)  # (L_max,)
-        self._visible: dict[int, Tensor] = {}
-        # Keys past a sequence's length read slot 0, hidden by the causal mask.
-        self.key_slots = torch.stack(
-            [
-                torch.cat(
-                    [
-                        _slots(c.block_table, 0, n, block_size),
-                        torch.zeros(max(L) - n, dtype=torch.long),
-                    ]
-                )
-                for c, n in zip(chunks, L, strict=True)
-            ]
-        ).to(device)  # (S_g, L_max)
-
-    def visible(self, window: int = 0) -> Tensor:
-        """Which keys each padded query sees, shape ``(S_g, T_max, L_max)``."""
-        if window not in self._visible:  # computed once per step, not per layer
-            q, k = self.query_pos[:, :, None], self.key_pos[None, None, :]
-            seen = (k <= q) & self.query_valid[:, :, None]
-            if window:
-                seen &= k > q - window
-            self._visible[window] = seen
-        return self._visible[window]
+def _norm(norm: torch.nn.Module, x: Tensor) -> Tensor:
+    """``norm(x)``; an fp32/fp64 RMSNorm as one ``F.rms_norm`` call (same formula)."""
+    if type(norm) is RMSNorm and x.dtype in (torch.float32, torch.float64):
+        return F.rms_norm(x, (x.shape[-1],), norm.weight, norm.eps)
+    return norm(x)
 
 
 class PagedModelRunner:
@@ -207,6 +78,15 @@ class PagedModelRunner:
             )
         w = model.embed.weight
         self.model, self.block_size, self.num_blocks = model, block_size, num_blocks
+        self._qkv = {  # per layer: W_q, W_k, W_v (and biases) stacked, as vLLM does
+            id(b.attn): (
+                torch.cat([b.attn.wq.weight, b.attn.wk.weight, b.attn.wv.weight]),
+                None
+                if b.attn.wq.bias is None
+                else torch.cat([b.attn.wq.bias, b.attn.wk.bias, b.attn.wv.bias]),
+            )
+            for b in model.blocks
+        }
         self.caches = [
             PagedKVCache(
                 num_blocks,
@@ -254,9 +134,11 @@ class PagedModelRunner:
         if m.pos_embed is not None:
             x = x + m.pos_embed(lay.positions)  # (1, N, h)
         for block, cache in zip(m.blocks, self.caches, strict=True):
-            x = x + self._attention(block.attn, block.attn_norm(x)[0], cache, lay)
-            x = x + block.mlp(block.mlp_norm(x))  # (1, N, h)
-        return m.head(m.norm(x[0, lay.last]))  # (S, V): last token of each chunk
+            x = x + self._attention(
+                block.attn, _norm(block.attn_norm, x)[0], cache, lay
+            )
+            x = x + block.mlp(_norm(block.mlp_norm, x))  # (1, N, h)
+        return m.head(_norm(m.norm, x[0, lay.last]))  # (S, V): last token of each
 
     def _attention(
         self,
@@ -268,30 +150,43 @@ class PagedModelRunner:
         """The attention of one layer over packed tokens ``x`` ``(N, h)``."""
         # region paged-attention
         N, H, G, D = x.shape[0], attn.n_heads, attn.n_kv_heads, attn.head_dim
-        q = attn.wq(x).view(N, H, D).transpose(0, 1)  # (H, N, d)
-        k = attn.wk(x).view(N, G, D).transpose(0, 1)  # (G, N, d)
-        v = attn.wv(x).view(N, G, D)  # (N, G, d)
-        if attn.rope is not None:
-            q = attn.rope(q, positions=lay.positions)
-            k = attn.rope(k, positions=lay.positions)
+        r = H // G  # query heads per KV head
+        w, b = self._qkv[id(attn)]  # W_q, W_k, W_v stacked: one matmul
+        qkv = F.linear(x, w, b).view(N, H + 2 * G, D).transpose(0, 1)  # (H+2G, N, d)
+        if attn.rope is not None:  # queries and keys rotated in one call
+            qk = _rotate(qkv[: H + G], lay.rotation(attn.rope))  # (H+G, N, d)
+        else:
+            qk = qkv[: H + G]
+        q, k, v = qk[:H], qk[H:], qkv[H + G :].transpose(0, 1)  # v: (N, G, d)
+        B = cache.block_size
         flat_k = cache.k_cache.view(-1, G, D)  # (N_blk * B, G, d)
         flat_v = cache.v_cache.view(-1, G, D)
-        flat_k[lay.write_slots] = k.transpose(0, 1).to(flat_k.dtype)  # write first
-        flat_v[lay.write_slots] = v.to(flat_v.dtype)
+        flat_k.index_copy_(0, lay.write_slots, k.transpose(0, 1).to(flat_k.dtype))
+        flat_v.index_copy_(0, lay.write_slots, v.to(flat_v.dtype))  # write first
         q = q.transpose(0, 1)  # (N, H, d)
         out = q.new_empty(N, H * D)
         for grp in lay.groups:  # the decodes, then each prompt chunk
-            keys = flat_k[grp.key_slots].to(q.dtype)  # (S_g, L_max, G, d)
-            values = flat_v[grp.key_slots].to(q.dtype)  # (S_g, L_max, G, d)
-            S, T_max = grp.query_index.shape
-            queries = q[grp.query_index].view(S, T_max, G, H // G, D)
-            scores = torch.einsum("stgrd,slgd->sgrtl", queries, keys) / math.sqrt(D)
-            seen = grp.visible(attn.window)[:, None, None]  # (S_g, 1, 1, T_max, L_max)
-            scores = scores.masked_fill(~seen, float("-inf"))
-            wide = torch.promote_types(scores.dtype, torch.float32)  # fp32 or wider
-            p = torch.softmax(scores.to(wide), dim=-1).type_as(values)
-            p = p.nan_to_num(0.0)  # padded query rows see no key
-            o = torch.einsum("sgrtl,slgd->stgrd", p, values)  # (S_g, T_max, G, H/G, d)
-            out[grp.rows] = o.reshape(S, T_max, H * D)[grp.query_valid]
+            S, T = grp.query_pos.shape
+            n_blk = grp.block_table.shape[1]
+            # Whole blocks through the block tables: (S_g, L_max, G, d), L_max = n_blk B
+            blocks = grp.block_table.flatten()
+            keys = cache.k_cache.index_select(0, blocks).view(S, n_blk * B, G, D)
+            values = cache.v_cache.index_select(0, blocks).view(S, n_blk * B, G, D)
+            # The r query heads of a KV head attend as r more query rows.
+            mine = q if grp.all_rows else q.index_select(0, grp.rows)  # (S_g T, H, d)
+            queries = mine.view(S, T, G, r, D).permute(0, 2, 1, 3, 4)
+            o = F.scaled_dot_product_attention(
+                queries.reshape(S, G, T * r, D),
+                keys.transpose(1, 2).to(q.dtype),  # (S_g, G, L_max, d)
+                values.transpose(1, 2).to(q.dtype),
+                attn_mask=grp.bias(
+                    attn.window, r, q.dtype
+                ),  # (S_g, 1, T r, L_max): 0 or -inf
+            )  # (S_g, G, T r, d)
+            o = o.view(S, G, T, r, D).permute(0, 2, 1, 3, 4).reshape(S * T, H * D)
+            if grp.all_rows:  # one group holds the whole step (all decodes)
+                out = o
+            else:
+                out.index_copy_(0, grp.rows, o)
         # endregion
         return attn.wo(out)[None]  # (1, N, h)

@@ -28,6 +28,8 @@ from aiinfra import checks
 from aiinfra.checks import is_int
 from aiinfra.infer.paged.block_allocator import BlockAllocator
 
+SEED_MIN, SEED_MAX = -(1 << 63), (1 << 64) - 1  # what torch.Generator takes
+
 
 class RequestError(ValueError):
     """A request the engine cannot serve; ``param`` names the offending field."""
@@ -44,7 +46,8 @@ class SamplingParams:
     Raises:
         TypeError: ``temperature`` or ``top_p`` is not a number.
         RequestError: ``max_tokens < 1``, ``temperature < 0``, ``top_p`` outside
-            ``(0, 1]``, ``top_k < 1`` or a negative stop token id.
+            ``(0, 1]``, ``top_k < 1``, a negative stop token id or a seed beyond
+            64 bits.
     """
 
     max_tokens: int = 16
@@ -65,11 +68,18 @@ class SamplingParams:
             ("top_p", 0 < self.top_p <= 1, "in (0, 1]"),
             ("top_k", self.top_k is None or self.top_k >= 1, ">= 1 or None"),
             ("stop_token_ids", all(t >= 0 for t in self.stop_token_ids), ">= 0"),
+            (
+                "seed",
+                self.seed is None
+                or is_int(self.seed)
+                and SEED_MIN <= self.seed <= SEED_MAX,
+                f"None or an int in [{SEED_MIN}, {SEED_MAX}]",
+            ),
         )
         for name, ok, rule in rules:
             if not ok:
                 raise RequestError(
-                    f"{name} must be {rule}, got {getattr(self, name)}", name
+                    f"{name} must be {rule}, got {str(getattr(self, name))[:40]}", name
                 )
 
 
@@ -100,6 +110,15 @@ class SequenceState:
     def tokens(self) -> list[int]:
         """Prompt then generated tokens (what a recomputation prefills)."""
         return self.prompt + self.output
+
+    def token_slice(self, start: int, end: int) -> list[int]:
+        """``tokens[start:end]`` without building the whole list."""
+        P = len(self.prompt)
+        if start >= P:
+            return self.output[start - P : end - P]
+        if end <= P:
+            return self.prompt[start:end]
+        return self.prompt[start:] + self.output[: end - P]
 
     @property
     def num_pending(self) -> int:
@@ -164,7 +183,7 @@ class Scheduler:
         return -(-(seq.num_computed + n) // b) - -(-seq.num_computed // b)
 
     def _reserve(self, seq: SequenceState, n: int) -> None:
-        for t in seq.tokens[seq.num_computed : seq.num_computed + n]:
+        for t in seq.token_slice(seq.num_computed, seq.num_computed + n):
             copy = self.allocator.append(seq.seq_id, t)
             if copy is not None:
                 self.copies.append(copy)

@@ -5,35 +5,38 @@ bodies (``stream`` answers with Server-Sent Events, ``data: {...}`` then
 ``data: [DONE]``); ``GET /v1/models`` lists the one model. The standard library's
 threaded HTTP server gives each connection a thread; the threads only validate and
 enqueue, and one :class:`~aiinfra.infer.engine.loop.EngineLoop` thread owns the
-engine, so every accepted request ends with its last token or an error event.
+engine, so every accepted request ends with its last token or an error event
+(:mod:`.handler` is the connection's side).
 The tokenizer is the models' byte vocabulary (token ``i`` < 256 is byte ``i`` of
 the UTF-8 text); a chat is rendered as
 ``<|role|>\ncontent\n`` per message, then ``<|assistant|>\n``. A request the server
 cannot serve gets a 4xx status and ``{"error": {"message", "type", "param"}}``.
+
+Under load no client is refused at the socket: the listen backlog holds
+:data:`BACKLOG` connections, and at most ``max_pending`` requests wait or run in the
+engine; one more is answered at once with 503 and ``Retry-After`` (what OpenAI's
+clients retry on) instead of a refused or dropped connection. A body must be
+``application/json`` (415: a web page cannot post one cross-origin without a
+preflight), at most ``max_body`` bytes (413), and arrive within ``read_timeout``
+seconds (408, the connection closed); with ``api_key`` every request needs
+``Authorization: Bearer <key>`` (401).
 """
 
 from __future__ import annotations
 
-import codecs
-import json
-import queue
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from http.server import ThreadingHTTPServer
 
-from aiinfra.infer.engine.core import Engine, RequestError
+from aiinfra.infer.engine.core import Engine
+from aiinfra.infer.engine.handler import Handler
 from aiinfra.infer.engine.loop import EngineLoop
-from aiinfra.infer.engine.server_api import (
-    BadRequest,
-    completion_body,
-    parse_request,
-    token_bytes,
-)
 
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 MAX_BODY = 1 << 20  # bytes of a request body
-WAIT_S = 1.0  # how often a waiting handler checks that the engine thread lives
+BACKLOG = 1024  # connections the kernel queues before accept (Python's default: 5)
+MAX_PENDING = 1024  # requests waiting or running in the engine at once
+READ_TIMEOUT_S = 10.0  # for the request line, headers and body of a connection
 
 
 def check_host(host: str, allow_remote: bool = False) -> None:
@@ -59,12 +62,18 @@ class InferenceServer(ThreadingHTTPServer):
         model_name: the name clients pass as ``model``.
         allow_remote: allow a host other than loopback.
         quiet: do not log each request to stderr.
+        api_key: if set, the Bearer token every request must carry.
+        max_pending: requests waiting or running at once; more get 503.
+        max_body: bytes of a request body; more get 413.
+        read_timeout: seconds to receive a request; a slower one gets 408.
 
     Raises:
-        ValueError: see :func:`check_host`.
+        ValueError: see :func:`check_host`; a limit that is not positive.
+        OSError: the address is in use (``errno.EADDRINUSE``).
     """
 
     daemon_threads = True
+    request_queue_size = BACKLOG
 
     def __init__(
         self,
@@ -74,12 +83,40 @@ class InferenceServer(ThreadingHTTPServer):
         model_name: str = "aiinfra",
         allow_remote: bool = False,
         quiet: bool = False,
+        *,
+        api_key: str | None = None,
+        max_pending: int = MAX_PENDING,
+        max_body: int = MAX_BODY,
+        read_timeout: float = READ_TIMEOUT_S,
     ) -> None:
         check_host(host, allow_remote)
+        for name, value in (
+            ("max_pending", max_pending),
+            ("max_body", max_body),
+            ("read_timeout", read_timeout),
+        ):
+            if isinstance(value, bool) or not value > 0:
+                raise ValueError(f"{name} must be > 0, got {value!r}")
+        if api_key is not None and not api_key:
+            raise ValueError("api_key must be a non-empty string or None")
         super().__init__((host, port), Handler)
         self.loop, self.model_name, self.quiet = EngineLoop(engine), model_name, quiet
+        self.api_key, self.max_body, self.read_timeout = api_key, max_body, read_timeout
         self.created = int(time.time())
         self._thread: threading.Thread | None = None
+        self._slots = threading.BoundedSemaphore(max_pending)
+        self.num_refused = 0  # requests answered 503 because the queue was full
+
+    def admit(self) -> bool:
+        """Take a place in the engine's queue; False when all are taken."""
+        if self._slots.acquire(blocking=False):
+            return True
+        self.num_refused += 1
+        return False
+
+    def release(self) -> None:
+        """Give a place back (the request ended, however)."""
+        self._slots.release()
 
     @property
     def port(self) -> int:
@@ -102,149 +139,3 @@ class InferenceServer(ThreadingHTTPServer):
         self.shutdown()
         self.server_close()
         self.loop.stop()
-
-
-class Handler(BaseHTTPRequestHandler):
-    """One connection's requests: validate, enqueue, wait for the engine's tokens."""
-
-    server: InferenceServer
-    protocol_version = "HTTP/1.0"  # one request per connection; streams end at close
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-        """Log like the base class unless the server is quiet."""
-        if not self.server.quiet:
-            super().log_message(format, *args)
-
-    def _json(self, status: int, body: dict[str, Any]) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def _error(self, err: BadRequest) -> None:
-        self._json(err.status, {"error": err.body()})
-
-    def do_GET(self) -> None:  # noqa: N802
-        """``/v1/models``; 405 for the POST paths; 404 otherwise."""
-        if self.path.rstrip("/") == "/v1/models":
-            card = {
-                "id": self.server.model_name,
-                "object": "model",
-                "owned_by": "aiinfra",
-            }
-            card["created"] = self.server.created
-            self._json(200, {"object": "list", "data": [card]})
-        else:
-            self._error(_route_error(self.path, "GET"))
-
-    def _not_allowed(self) -> None:
-        self._error(_route_error(self.path, self.command))
-
-    do_PUT = do_DELETE = do_PATCH = _not_allowed  # noqa: N815
-
-    def _body(self) -> bytes:
-        """The request body, at most ``MAX_BODY`` bytes (else 413)."""
-        text = self.headers.get("Content-Length") or "0"
-        if not text.isdigit():
-            raise BadRequest(f"Content-Length must be an int, got {text!r:.20}", None)
-        if int(text) > MAX_BODY:
-            raise BadRequest(
-                f"the body must be <= {MAX_BODY} bytes, got {text}", None, 413
-            )
-        return self.rfile.read(int(text))
-
-    def do_POST(self) -> None:  # noqa: N802
-        """The two completion endpoints."""
-        path = self.path.rstrip("/")
-        if path not in ("/v1/completions", "/v1/chat/completions"):
-            self._error(_route_error(self.path, "POST"))
-            return
-        chat = path == "/v1/chat/completions"
-        try:
-            req = parse_request(self._body(), chat, self.server.model_name)
-            self.server.loop.engine.check_request(req.prompt, req.params)
-        except BadRequest as err:
-            self._error(err)
-            return
-        except RequestError as err:
-            self._error(BadRequest(str(err), err.param))
-            return
-        request_id, events = self.server.loop.submit(req.prompt, req.params)
-        try:
-            if req.stream:
-                self._stream(req, events)
-            else:
-                self._complete(req, events)
-        except (BrokenPipeError, ConnectionResetError):
-            self.server.loop.abort(request_id)
-
-    def _events(self, events: queue.Queue) -> Any:
-        """Yield ``(token, finish_reason)``; raise RuntimeError on an error event."""
-        while True:
-            try:
-                kind, value, finish = events.get(timeout=WAIT_S)
-            except queue.Empty:
-                if not self.server.loop.thread.is_alive():
-                    raise RuntimeError("the engine thread stopped") from None
-                continue
-            if kind == "error":
-                raise RuntimeError(value)
-            yield value, finish
-            if finish is not None:
-                return
-
-    def _complete(self, req: Any, events: queue.Queue) -> None:
-        tokens, finish = [], None
-        try:
-            for token, reason in self._events(events):
-                tokens.append(token)
-                finish = reason
-        except RuntimeError as exc:
-            self._error(BadRequest(str(exc), None, 500, "server_error"))
-            return
-        shown = tokens[:-1] if finish == "stop" else tokens
-        text = b"".join(token_bytes(t) for t in shown).decode("utf-8", "replace")
-        self._json(200, completion_body(req, self.server, text, finish, len(tokens)))
-
-    def _send_event(self, body: dict[str, Any] | str) -> None:
-        data = body if isinstance(body, str) else json.dumps(body)
-        self.wfile.write(f"data: {data}\n\n".encode())
-        self.wfile.flush()
-
-    def _stream(self, req: Any, events: queue.Queue) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Cache-Control", "no-cache")
-        self.end_headers()
-        decoder = codecs.getincrementaldecoder("utf-8")("replace")
-        n = 0
-        try:
-            for token, finish in self._events(events):
-                n += 1
-                piece = b"" if finish == "stop" else token_bytes(token)
-                text = decoder.decode(piece, final=finish is not None)
-                if text or finish is not None:
-                    self._send_event(
-                        completion_body(req, self.server, text, finish, n, True)
-                    )
-        except RuntimeError as exc:
-            self._send_event(
-                {"error": BadRequest(str(exc), None, 500, "server_error").body()}
-            )
-        self._send_event("[DONE]")
-
-
-def _route_error(path: str, method: str) -> BadRequest:
-    known = {
-        "/v1/models": "GET",
-        "/v1/completions": "POST",
-        "/v1/chat/completions": "POST",
-    }
-    allowed = known.get(path.rstrip("/"))
-    if allowed is None:
-        return BadRequest(
-            f"unknown path {path!r}; this server has {sorted(known)}", None, 404
-        )
-    return BadRequest(f"{path} takes {allowed}, not {method}", None, 405)

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from aiinfra.infer.engine.core import RequestError, SamplingParams
+from aiinfra.infer.engine.scheduler import SEED_MAX, SEED_MIN
 
 ROLES = ("system", "user", "assistant")
 MAX_TOKENS_DEFAULT = 16  # OpenAI's default for /v1/completions
@@ -30,6 +32,7 @@ class BadRequest(Exception):
         param: the offending field, or ``None``.
         status: the HTTP status (400 unless said).
         kind: the OpenAI error ``type``.
+        headers: more response headers (``Retry-After``, ``WWW-Authenticate``).
     """
 
     def __init__(
@@ -38,9 +41,11 @@ class BadRequest(Exception):
         param: str | None,
         status: int = 400,
         kind: str = "invalid_request_error",
+        headers: dict[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.message, self.param, self.status, self.kind = message, param, status, kind
+        self.headers = headers or {}
 
     def body(self) -> dict[str, Any]:
         """``{"message", "type", "param", "code"}``."""
@@ -63,9 +68,21 @@ class ParsedRequest:
     request_id: str
 
 
-def encode(text: str) -> list[int]:
-    """Token ids of ``text``: its UTF-8 bytes."""
-    return list(text.encode("utf-8"))
+def encode(text: str, param: str = "prompt") -> list[int]:
+    r"""Token ids of ``text``: its UTF-8 bytes.
+
+    Raises:
+        BadRequest: ``text`` holds a lone surrogate (JSON's ``"\ud800"`` escape
+            decodes to one, which is no Unicode text), naming ``param``.
+    """
+    try:
+        return list(text.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise BadRequest(
+            f"{param} must be Unicode text; it holds a lone surrogate "
+            f"{text[exc.start]!r} at character {exc.start}",
+            param,
+        ) from None
 
 
 def token_bytes(token: int) -> bytes:
@@ -126,7 +143,7 @@ def _prompt(body: dict[str, Any]) -> list[int]:
             )
         ids = list(prompt)
     else:
-        ids = encode(prompt)
+        ids = encode(prompt, "prompt")
     if not ids:
         raise BadRequest(
             "prompt must not be empty (no token to continue from)", "prompt"
@@ -134,17 +151,25 @@ def _prompt(body: dict[str, Any]) -> list[int]:
     return ids
 
 
-def parse_request(raw: bytes, chat: bool, model_name: str) -> ParsedRequest:
+def parse_request(
+    raw: bytes,
+    chat: bool,
+    model_name: str,
+    context_left: Callable[[int], int] | None = None,
+) -> ParsedRequest:
     """Check a request body and turn it into a :class:`ParsedRequest`.
 
     Args:
         raw: the HTTP body.
         chat: whether it came to ``/v1/chat/completions``.
         model_name: the one model served.
+        context_left: the most tokens a prompt of ``n`` tokens can generate, the
+            default ``max_tokens`` of a chat (OpenAI's); without it, 16.
 
     Raises:
         BadRequest: malformed JSON, a missing or ill-typed field, a value out of
-            range (named), ``n != 1``, ``stop`` strings, or an unknown model (404).
+            range (named; ``seed`` must fit 64 bits), text with a lone surrogate,
+            ``n != 1``, ``stop`` strings, or an unknown model (404).
     """
     try:
         body = json.loads(raw or b"null")
@@ -157,13 +182,20 @@ def parse_request(raw: bytes, chat: bool, model_name: str) -> ParsedRequest:
         raise BadRequest(
             f"model {model!r} is not served here; use {model_name!r}", "model", 404
         )
-    prompt = encode(chat_prompt(_messages(body))) if chat else _prompt(body)
+    prompt = encode(chat_prompt(_messages(body)), "messages") if chat else _prompt(body)
     limit_name = (
         "max_completion_tokens"
         if chat and "max_completion_tokens" in body
         else "max_tokens"
     )
-    max_tokens = _get(body, limit_name, (int,), MAX_TOKENS_DEFAULT, "an int >= 1")
+    # OpenAI: a completion stops at 16 tokens unless told; a chat runs to the end of
+    # the context.
+    default = (
+        max(1, context_left(len(prompt)))
+        if chat and context_left is not None
+        else MAX_TOKENS_DEFAULT
+    )
+    max_tokens = _get(body, limit_name, (int,), default, "an int >= 1")
     temperature = _get(body, "temperature", (int, float), 1.0, "a number in [0, 2]")
     top_p = _get(body, "top_p", (int, float), 1.0, "a number in (0, 1]")
     n = _get(body, "n", (int,), 1, "1")
@@ -172,6 +204,12 @@ def parse_request(raw: bytes, chat: bool, model_name: str) -> ParsedRequest:
     stop_ids = _get(body, "stop_token_ids", (list,), [], "a list of token ids")
     if n != 1:
         raise BadRequest(f"n must be 1 (one choice per request), got {n}", "n")
+    if seed is not None and not SEED_MIN <= seed <= SEED_MAX:
+        raise BadRequest(
+            f"seed must be an int in [{SEED_MIN}, {SEED_MAX}] (64 bits), got "
+            f"{str(seed)[:30]}",
+            "seed",
+        )
     if not 0 <= temperature <= 2:
         raise BadRequest(
             f"temperature must be in [0, 2], got {temperature}", "temperature"
