@@ -70,6 +70,12 @@ if tags.has("slides"):  # noqa: F821 - Sphinx injects `tags`
         "toc.not_readable",
         "bibtex.key_not_found",
     ]
+if tags.has("editions"):  # noqa: F821
+    # The book to take along (tools/editions.py: EPUB, and the single page that
+    # Chromium prints as the PDF): the chapters and the reference pages a reader
+    # reads, without the API reference (the site has it) or the downloads page.
+    exclude_patterns += ["api/**", "downloads.rst"]
+    suppress_warnings += ["toc.excluded", "toc.not_readable", "ref.doc"]
 if tags.has("gettext"):  # noqa: F821
     # The API reference is generated from English docstrings: not translated.
     exclude_patterns += ["api/**"]
@@ -105,6 +111,7 @@ html_theme_options = {
     "article_header_end": [
         "lang-switch.html",
         "deck-link.html",
+        "notebook-link.html",
         "article-header-buttons.html",
     ],
     "show_toc_level": 2,
@@ -140,6 +147,29 @@ def _vendor_mathjax() -> str:
 html_static_path.append(_vendor_mathjax())
 mathjax_path = "mathjax/tex-svg.js"
 
+if tags.has("editions"):  # noqa: F821
+    # Figures and tables numbered; a plain theme that prints well (PDF) and the
+    # EPUB's own; maths as MathML in the EPUB (no script runs in an e-reader).
+    numfig = True
+    numfig_secnum_depth = 1
+    html_theme = "basic"
+    html_sidebars = {"**": []}
+    templates_path = [str(DOCS / "_templates" / "editions"), *templates_path]
+    html_theme_options = {}
+    html_math_renderer = "mathml" if tags.has("epub") else "mathjax"  # noqa: F821
+    epub_basename = "aiinfra"
+    epub_theme = "epub"
+    epub_title = project
+    epub_author = author
+    epub_publisher = author
+    epub_copyright = copyright
+    epub_identifier = "aiinfra-book"
+    epub_scheme = "URL"
+    epub_uid = "aiinfra"
+    epub_show_urls = "no"
+    epub_css_files = ["editions.css"]
+    html_css_files = ["book.css", "editions.css"]
+
 # Chinese search: Sphinx segments Chinese with jieba; the glossary's Chinese terms
 # become its user dictionary so that "全归约" is one word.
 _JIEBA_DICT = ROOT / "build" / "jieba_userdict.txt"
@@ -163,6 +193,7 @@ def _edition(app, config) -> None:  # noqa: ANN001 - Sphinx's app and config
     Sphinx builds (``-D language=...`` included)."""
     lang = find(DOCS, config.language or "en")
     config.html_title = lang.title
+    config.epub_title = lang.title
     if lang.search:
         config.html_search_language = lang.search
     if lang.search == "zh":
