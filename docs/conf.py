@@ -76,6 +76,8 @@ if tags.has("editions"):  # noqa: F821
     # reads, without the API reference (the site has it) or the downloads page.
     exclude_patterns += ["api/**", "downloads.rst"]
     suppress_warnings += ["toc.excluded", "toc.not_readable", "ref.doc"]
+    # an incremental EPUB build finds the backup of its previous build info
+    suppress_warnings += ["epub.unknown_project_files"]
 if tags.has("gettext"):  # noqa: F821
     # The API reference is generated from English docstrings: not translated.
     exclude_patterns += ["api/**"]
@@ -146,24 +148,26 @@ def _vendor_mathjax() -> str:
 
 html_static_path.append(_vendor_mathjax())
 mathjax_path = "mathjax/tex-svg.js"
+# Named: the extension registers a second renderer, MathML, for the EPUB only.
+html_math_renderer = "mathjax"
 
 if tags.has("editions"):  # noqa: F821
     # Figures and tables numbered; a plain theme that prints well (PDF) and the
-    # EPUB's own; maths as MathML in the EPUB (no script runs in an e-reader).
+    # EPUB's own (aiinfra_book.editions writes its maths as MathML: no script
+    # runs in an e-reader). The single page and the EPUB share one doctree folder.
     numfig = True
     numfig_secnum_depth = 1
     html_theme = "basic"
     html_sidebars = {"**": []}
     templates_path = [str(DOCS / "_templates" / "editions"), *templates_path]
     html_theme_options = {}
-    html_math_renderer = "mathml" if tags.has("epub") else "mathjax"  # noqa: F821
     epub_basename = "aiinfra"
     epub_theme = "epub"
     epub_title = project
     epub_author = author
     epub_publisher = author
     epub_copyright = copyright
-    epub_identifier = "aiinfra-book"
+    epub_identifier = "aiinfra"
     epub_scheme = "URL"
     epub_uid = "aiinfra"
     epub_show_urls = "no"

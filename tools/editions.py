@@ -13,7 +13,8 @@ whole site; the notebooks come with the HTML build itself):
   editions``: numbered figures and tables, a table of contents, no API reference)
   printed by Chromium to ``<lang>/downloads/aiinfra-<lang>.pdf`` (A4, page numbers,
   a chapter per new page, the PDF's outline from the headings);
-- **epub**: Sphinx's ``epub`` builder (``-t editions -t epub``: maths as MathML) to
+- **epub**: Sphinx's ``epub`` builder (``-t editions``, maths as MathML; it reuses
+  the single page's doctrees, so a language's book is read once) to
   ``<lang>/downloads/aiinfra-<lang>.epub``.
 
 Then the values that only exist once every file is built (each download's size,
@@ -101,7 +102,8 @@ FLAGS = [
 def sphinx_build(builder: str, lang: str, fresh: bool) -> tuple[int, str, float]:
     """One editions build (``singlehtml`` or ``epub``) into build/editions/."""
     out = WORK / f"{builder}-{lang}"
-    doctrees = BUILD / "doctrees" / f"{builder}-{lang}"
+    # one doctree folder for both builders: the EPUB reads nothing again
+    doctrees = BUILD / "doctrees" / f"editions-{lang}"
     cmd = [
         sys.executable,
         "-m",
@@ -118,8 +120,6 @@ def sphinx_build(builder: str, lang: str, fresh: bool) -> tuple[int, str, float]
         "-W",
         "--keep-going",
     ]
-    if builder == "epub":
-        cmd += ["-t", "epub"]
     if fresh:
         cmd += ["-E"]
     cmd += [str(DOCS), str(out)]
@@ -137,9 +137,27 @@ def sphinx_build(builder: str, lang: str, fresh: bool) -> tuple[int, str, float]
     return proc.returncode, proc.stdout + proc.stderr, time.perf_counter() - t0
 
 
+def clean_svg(data: bytes) -> bytes:
+    """A matplotlib SVG as EPUB 3 wants it: no DOCTYPE naming an external DTD, a
+    ``d`` on every path, and each id once and without colons (a figure of repeated
+    images repeats their id; a figure's group ids may hold a colon)."""
+    text = re.sub(rb"<!DOCTYPE[^>]*>\s*", b"", data, count=1)
+    # the glyph of a space is a path without "d", which SVG requires
+    text = re.sub(rb"<path(?=\s)(?![^>]*\sd=)", b'<path d="M 0 0"', text)
+    seen: dict[bytes, int] = {}
+
+    def unique(m: re.Match) -> bytes:
+        name = m[1].replace(b":", b"-")  # an id is an XML name without colons
+        n = seen[name] = seen.get(name, 0) + 1
+        return b'id="' + name + (b"-" + str(n).encode() if n > 1 else b"") + b'"'
+
+    return re.sub(rb'\bid="([^"]+)"', unique, text)
+
+
 def finish_epub(lang: str, site: pathlib.Path) -> pathlib.Path:
-    """The built EPUB, its pages that hold MathML declared so in the package
-    document (EPUB 3 asks for ``properties="mathml"``), copied into the site."""
+    """The built EPUB copied into the site: its pages that hold MathML declared
+    so in the package document (EPUB 3 asks for ``properties="mathml"``), its SVGs
+    cleaned (:func:`clean_svg`)."""
     folder = WORK / f"epub-{lang}"
     built = next(folder.glob("*.epub"))
     target = site / names.book_epub(lang)
@@ -147,17 +165,20 @@ def finish_epub(lang: str, site: pathlib.Path) -> pathlib.Path:
     with zipfile.ZipFile(built) as src:
         items = {i.filename: src.read(i.filename) for i in src.infolist()}
     math = {
-        name.rsplit("/", 1)[-1]
+        name
         for name, data in items.items()
-        if name.endswith(".xhtml") and b"<math" in data
+        if name.endswith(".xhtml") and re.search(rb"<math[\s>]", data)
     }
+    for name in items:
+        if name.endswith(".svg"):
+            items[name] = clean_svg(items[name])
     opf_name = next(n for n in items if n.endswith(".opf"))
     opf = items[opf_name].decode("utf-8")
 
     def declare(m: re.Match) -> str:
         item = m[0]
         href = re.search(r'href="([^"]+)"', item)
-        if not href or href[1].rsplit("/", 1)[-1] not in math:
+        if not href or href[1] not in math:  # the OPF sits at the EPUB's root
             return item
         if "properties=" in item:
             return re.sub(r'properties="([^"]*)"', r'properties="\1 mathml"', item)
@@ -202,7 +223,7 @@ def stamp(page: pathlib.Path) -> str:
     """What a printed page depends on: its HTML and every local file it loads."""
     h = hashlib.sha256(page.read_bytes())
     text = page.read_text(encoding="utf-8", errors="replace")
-    for ref in sorted(set(re.findall(r'(?:src|href)="([^"#?:]+)"', text))):
+    for ref in sorted(set(re.findall(r'(?:src|href)="([^"#?:]+)[^"]*"', text))):
         path = (page.parent / ref).resolve()
         if path.is_file() and path.suffix in (".svg", ".png", ".css", ".js"):
             h.update(ref.encode())
@@ -375,25 +396,33 @@ def build(
     """
     t0 = time.perf_counter()
     times: dict[str, float] = {}
-    builds = [
-        (b, lang)
-        for lang in langs
-        for b, kind in (("singlehtml", "book"), ("epub", "epub"))
-        if kind in kinds
+    builders = [
+        b for b, kind in (("singlehtml", "book"), ("epub", "epub")) if kind in kinds
     ]
-    jobs = max(1, min(jobs or os.cpu_count() or 1, len(builds) or 1))
+    jobs = max(1, min(jobs or os.cpu_count() or 1, len(langs)))
     failed = []
+
+    def one_language(lang: str) -> list[tuple[str, int, str, float]]:
+        # one after the other: they share the language's doctrees
+        done = []
+        for b in builders:
+            rc, log, seconds = sphinx_build(b, lang, fresh and b == builders[0])
+            done.append((b, rc, log, seconds))
+        return done
+
     with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
-        futures = {pool.submit(sphinx_build, b, lg, fresh): (b, lg) for b, lg in builds}
+        futures = {pool.submit(one_language, lg): lg for lg in langs}
         for future in concurrent.futures.as_completed(futures):
-            b, lang = futures[future]
-            rc, log, seconds = future.result()
-            times[f"{b}-{lang}"] = seconds
-            print(f"  {b:10s} {lang:6s} {seconds:6.1f} s -> build/editions/{b}-{lang}")
-            if log.strip():
-                print(log.rstrip())
-            if rc:
-                failed.append(f"sphinx-build -b {b} ({lang}): exit code {rc}")
+            lang = futures[future]
+            for b, rc, log, seconds in future.result():
+                times[f"{b}-{lang}"] = seconds
+                print(
+                    f"  {b:10s} {lang:6s} {seconds:6.1f} s -> build/editions/{b}-{lang}"
+                )
+                if log.strip():
+                    print(log.rstrip())
+                if rc:
+                    failed.append(f"sphinx-build -b {b} ({lang}): exit code {rc}")
     if failed:
         raise SystemExit("; ".join(failed))
     for lang in langs:

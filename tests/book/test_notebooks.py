@@ -13,110 +13,71 @@ notebooks: importing torch once instead of 67 times), and fails on any error. Th
 
 A cell tagged ``gpu`` or ``cluster`` would be skipped with a message saying so;
 none is tagged today: every computation of the book runs on a laptop's CPU, and the
-multi-rank examples spawn gloo ranks.
+multi-rank examples spawn gloo ranks (``tests/book/run_notebooks.py`` runs them).
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import html
 import json
-import os
 import re
-import sys
-import time
 import zipfile
 
 import pytest
 
-from .conftest import CHAPTERS
+from . import run_notebooks
+from .conftest import CHAPTERS, EXECUTED, background_notebooks
 
 nbformat = pytest.importorskip("nbformat")
-nbclient = pytest.importorskip("nbclient")
+pytest.importorskip("nbclient")
 pytest.importorskip("ipykernel")
 
 LANGS = ["en", "zh_CN"]
-SKIP_TAGS = {"gpu": "needs a CUDA GPU", "cluster": "needs a cluster of nodes"}
-CELL_TIMEOUT = 300  # seconds; the slowest cell (a chapter's example) takes ~30 s
 
 
 def notebooks(site, lang: str) -> list:
-    return sorted(p for c in CHAPTERS for p in (site / lang / c).glob("*.ipynb"))
-
-
-def _prepare(nb):
-    """The notebook as the test runs it: a reset of the shared kernel first, and
-    the cells that need a GPU or a cluster replaced by the message of their skip."""
-    for cell in nb.cells:
-        tags = set(cell.get("metadata", {}).get("tags", []))
-        for tag, why in SKIP_TAGS.items():
-            if tag in tags and cell.cell_type == "code":
-                cell.source = f"print('skipped: {why}')"
-    reset = nbformat.v4.new_code_cell("%reset -f")
-    reset["id"] = "test-reset"
-    nb.cells.insert(0, reset)
-    return nb
-
-
-def _execute(paths: list, cwd) -> dict:
-    """Execute notebooks one after another in one kernel; ``path -> (nb, s)``."""
-    from jupyter_client.manager import KernelManager
-
-    env = dict(os.environ, MPLBACKEND="module://matplotlib_inline.backend_inline")
-    env["OMP_NUM_THREADS"] = "1"
-    km = KernelManager(kernel_name="python3")
-    km.kernel_cmd = [
-        sys.executable,
-        "-m",
-        "ipykernel_launcher",
-        "-f",
-        "{connection_file}",
-    ]
-    km.start_kernel(cwd=str(cwd), env=env)
-    done = {}
-    try:
-        for path in paths:
-            nb = _prepare(nbformat.read(path, as_version=4))
-            t0 = time.perf_counter()
-            client = nbclient.NotebookClient(
-                nb, km=km, timeout=CELL_TIMEOUT, allow_errors=False
-            )
-            try:
-                client.execute()
-            except nbclient.exceptions.CellExecutionError as exc:
-                pytest.fail(f"{path.relative_to(cwd)}: {exc}")
-            done[path] = (nb, time.perf_counter() - t0)
-    finally:
-        km.shutdown_kernel(now=True)
-    return done
+    return run_notebooks.notebooks(site, lang)
 
 
 @pytest.fixture(scope="module")
 def executed(site):
     """Every notebook of every language executed: ``path -> (notebook, seconds)``.
 
-    One kernel per language, the two side by side."""
+    Run in the background right after the site's build (``tests/conftest.py``);
+    otherwise (``AIINFRA_REUSE_SITE=1``) here, one kernel per language side by side.
+    """
     for lang in LANGS:
         assert notebooks(site, lang), f"no notebooks in {site / lang}"
-    with concurrent.futures.ThreadPoolExecutor(len(LANGS)) as pool:
-        futures = [pool.submit(_execute, notebooks(site, lg), site) for lg in LANGS]
-        results = {}
-        for f in futures:
-            results.update(f.result())
-    slowest = sorted(results.items(), key=lambda kv: -kv[1][1])[:5]
-    total = sum(s for _, s in results.values())
+    running = background_notebooks()
+    if running is None:
+        result = run_notebooks.run(site, EXECUTED, LANGS)
+    else:
+        proc, log = running
+        proc.wait(timeout=1800)
+        log.seek(0)
+        output = log.read()
+        summary = EXECUTED / "summary.json"
+        if not summary.exists():
+            pytest.fail(f"the notebooks did not run:\n{output[-3000:]}")
+        result = json.loads(summary.read_text(encoding="utf-8"))
+    failed = {k: v["error"] for k, v in result["notebooks"].items() if v["error"]}
+    assert failed == {}
+    slowest = sorted(result["notebooks"].items(), key=lambda kv: -kv[1]["seconds"])
     print(
-        f"\n{len(results)} notebooks executed, {total:.0f} s of kernel time; slowest:"
+        f"\n{len(result['notebooks'])} notebooks in {result['seconds']:.0f} s; slowest:"
     )
-    for path, (_, seconds) in slowest:
-        print(f"  {seconds:6.1f} s  {path.relative_to(site)}")
-    return results
+    for name, info in slowest[:5]:
+        print(f"  {info['seconds']:6.1f} s  {name}")
+    return {
+        site / name: (nbformat.read(EXECUTED / name, as_version=4), info["seconds"])
+        for name, info in result["notebooks"].items()
+    }
 
 
 def _outputs(cell) -> str:
     text = []
     for out in cell.get("outputs", []):
-        if out.output_type == "stream":
+        if out.output_type == "stream" and out.name == "stdout":
             text.append(out.text)
         elif "data" in out and "text/plain" in out.data:
             text.append(out.data["text/plain"])
@@ -276,3 +237,65 @@ def test_every_page_of_a_chapter_has_its_download_button(site, lang):
             href = f'href="{page.stem}.ipynb" download'
             assert href in text, page
     assert ".ipynb" not in (site / lang / "glossary.html").read_text(encoding="utf-8")
+
+
+def test_a_value_cell_imports_every_name_its_expression_uses():
+    from aiinfra_book import notebooks
+
+    assert notebooks.names_of("f(2) + LINKS['ib400'].bw * max(x for x in g())") == [
+        "f",
+        "LINKS",
+        "g",
+    ]
+    lines = notebooks.imports(
+        [
+            "aiinfra.book.communication.ring:ring_bytes_8_ranks()",
+            "aiinfra.book.communication.ring:ib400_alpha_us()",
+            "aiinfra.comm.cost:LINKS['ib400']",
+        ]
+    )
+    assert lines == [
+        "from aiinfra.book.communication.ring import ring_bytes_8_ranks, "
+        "ib400_alpha_us",
+        "from aiinfra.comm.cost import LINKS",
+    ]
+
+
+def test_a_listing_cell_imports_what_it_shows():
+    from aiinfra_book import notebooks
+
+    cell = notebooks.listing_cell(
+        {"module": "aiinfra.comm.ring", "pyobject": "Ring.step", "dedent": "4"}
+    )
+    assert (
+        cell == "from aiinfra.comm.ring import Ring\nshow_source(Ring.step, dedent=4)"
+    )
+    region = notebooks.listing_cell(
+        {
+            "module": "aiinfra.comm.ring",
+            "pyobject": "",
+            "start-after": "# region x",
+            "end-before": "# endregion",
+            "dedent": None,
+        }
+    )
+    assert region == (
+        "show_source('aiinfra.comm.ring', start_after='# region x', "
+        "end_before='# endregion', dedent='auto')"
+    )
+    docker = notebooks.listing_cell({"path": "deploy/Dockerfile", "language": "docker"})
+    assert docker == "show_source('deploy/Dockerfile', language='docker')"
+
+
+def test_the_front_page_takes_each_chapters_first_sentence():
+    from aiinfra_book import front
+
+    assert front.first_sentence("Training runs once; it waits. Then more.") == (
+        "Training runs once; it waits."
+    )
+    assert front.first_sentence("训练只跑一次；推理一直在跑。其余的。") == (
+        "训练只跑一次；推理一直在跑。"
+    )
+    assert front.first_sentence("e.g. the ring, 2.5 GB. Next") == (
+        "e.g. the ring, 2.5 GB."
+    )

@@ -9,6 +9,7 @@ them:
 - ``-t editions`` (``conf.py``) leaves out what only the site has (the API
   reference, the downloads page);
 - the EPUB writes maths as MathML (:func:`mathml`; EPUB readers run no MathJax);
+  it shares its doctrees with the single page (one reading per language);
 - the book's PDF is the single-page HTML printed by Chromium: figures and computed
   tables get numbers (``numfig``) from :class:`NumberFigures`;
 - ``.. aiinfra-downloads::`` is the downloads page's table: each file, its link and
@@ -103,6 +104,15 @@ def mathml(tex: str, display: bool) -> str:
         return f'<{tag} class="tex">{html.escape(tex)}</{tag}>'
 
 
+def _contents_label(
+    app: Any, pagename: str, templatename: str, context: dict, doctree: Any
+) -> None:
+    """The title of the printed book's table of contents, in its language."""
+    from .languages import label
+
+    context["aiinfra_contents_label"] = label("contents", app.config.language or "en")
+
+
 def _visit_math(self: Any, node: Any) -> None:
     self.body.append(mathml(node.astext(), display=False))
     from docutils import nodes
@@ -136,6 +146,8 @@ def setup(app: Any) -> None:
                 if "chapters" in wrapper["names"]:
                     for toctree in wrapper.findall(addnodes.toctree):
                         toctree["numbered"] = 2  # chapters and pages: "Fig. 3.2"
+                        # what the toctree directive notes when it reads :numbered:
+                        self.env.numbered_toctrees.add(self.env.docname)
             docname = self.env.current_document.docname.replace("/", "-")
             for k, node in enumerate(self.document.findall(nodes.figure)):
                 if not node["ids"]:
@@ -163,6 +175,10 @@ def setup(app: Any) -> None:
         (_visit_math, None),
         (_visit_math_block, None),
     )
+    # The EPUB's pages load no MathJax: its maths is MathML (Sphinx reads a
+    # builder's ``<name>_math_renderer`` before ``html_math_renderer``).
+    app.add_config_value("epub_math_renderer", "mathml", "env", types=[str])
+    app.connect("html-page-context", _contents_label)
     app.connect("doctree-resolved", _fill_downloads)
     app.connect("doctree-resolved", _write_deck_lengths, priority=900)
 

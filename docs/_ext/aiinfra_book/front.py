@@ -138,7 +138,13 @@ def chapter_cards(app: Sphinx, docname: str) -> nodes.Element:
         body += nodes.paragraph("", promise(env, index), classes=["chapter-promise"])
         pages = len(chapter_pages(srcdir, chapter))
         facts = nodes.paragraph(classes=["chapter-facts"])
-        facts += nodes.Text(label("pages", lang, n=pages) + " · ")
+        facts += nodes.Text(label("pages", lang, n=pages))
+        if app.tags.has("editions"):  # the PDF and the EPUB: no links to the site
+            body += facts
+            card += body
+            cards += card
+            continue
+        facts += nodes.Text(" · ")
         deck = f"{up}slides/{lang}/{chapter}/index.html"
         facts += nodes.reference(
             "", label("slides", lang), refuri=deck, classes=["deck-link"]

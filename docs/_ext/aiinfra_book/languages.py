@@ -149,6 +149,7 @@ LABELS = {
         "{n} lectures",
         "The front page: a deck cut into lectures (slides/decks.toml); keep {n}.",
     ),
+    "contents": ("Contents", "The title of the book's table of contents (its PDF)."),
     "download_what": ("What", "The downloads page: a column header."),
     "download_file": ("File", "The downloads page: a column header."),
     "download_size": ("Size", "The downloads page: a column header."),

@@ -51,7 +51,7 @@ def show_source(
         while not (inspect.isroutine(target) or inspect.isclass(target)):
             inner = getattr(target, "fget", None) or getattr(target, "fn", None)
             target = inner or target.__wrapped__
-        text = textwrap.dedent(inspect.getsource(target))
+        text = inspect.getsource(target)  # a method keeps its class's indent
     lines = text.splitlines()
     for marker, after in ((start_after, True), (start_at, False)):
         if marker:

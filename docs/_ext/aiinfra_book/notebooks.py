@@ -445,7 +445,9 @@ class NotebookWriter:
         caption = next(iter(node.findall(nodes.caption)), None)
         if caption is not None:
             self.prose.append(f"*{self.inlines(caption)}*")
-        self.code(listing_cell(self._include(node)), ("listing",))
+        include = self._include(node)
+        tag = "listing" if "module" in include else "listing-file"
+        self.code(listing_cell(include), (tag,))
 
     def figure(self, node: nodes.figure) -> None:
         target = node["aiinfra_target"]
