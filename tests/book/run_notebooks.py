@@ -63,14 +63,7 @@ def run_language(site: pathlib.Path, out: pathlib.Path, lang: str) -> dict:
 
     env = dict(os.environ, OMP_NUM_THREADS="1", MPLBACKEND="Agg")
     env.pop("MPLBACKEND")  # the kernel's inline backend draws the figures
-    km = KernelManager(kernel_name="python3", transport="ipc")
-    km.kernel_cmd = [
-        sys.executable,
-        "-m",
-        "ipykernel_launcher",
-        "-f",
-        "{connection_file}",
-    ]
+    km = KernelManager(kernel_name="python3")
     km.start_kernel(cwd=str(site), env=env)
     summary = {}
     try:

@@ -113,6 +113,13 @@ def _contents_label(
     context["aiinfra_contents_label"] = label("contents", app.config.language or "en")
 
 
+def _mathml_for_epub(app: Any) -> None:
+    if app.builder.name == "epub":
+        app.add_html_math_renderer(
+            "mathml", (_visit_math, None), (_visit_math_block, None)
+        )
+
+
 def _visit_math(self: Any, node: Any) -> None:
     self.body.append(mathml(node.astext(), display=False))
     from docutils import nodes
@@ -170,11 +177,9 @@ def setup(app: Any) -> None:
     app.add_node(downloads_list)
     app.add_transform(NumberFigures)
     app.add_directive("aiinfra-downloads", DownloadsDirective)
-    app.add_html_math_renderer(
-        "mathml",
-        (_visit_math, None),
-        (_visit_math_block, None),
-    )
+    # registered for the EPUB only: with two renderers known, an HTML build that
+    # names none would pick the second
+    app.connect("builder-inited", _mathml_for_epub, priority=100)
     # The EPUB's pages load no MathJax: its maths is MathML (Sphinx reads a
     # builder's ``<name>_math_renderer`` before ``html_math_renderer``).
     app.add_config_value("epub_math_renderer", "mathml", "env", types=[str])

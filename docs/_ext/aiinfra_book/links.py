@@ -30,7 +30,7 @@ from sphinx.util.docutils import SphinxDirective, SphinxRole
 
 from . import front, languages
 from .chapters import chapters
-from .editions import deck_pdf
+from .editions import chapter_notebooks_zip, deck_pdf
 from .languages import label
 
 
@@ -139,6 +139,14 @@ def fill_chapter_lists(app: Sphinx, doctree: nodes.document, docname: str) -> No
                     label("slides_pdf", lang),
                     refuri=f"{chapter}/{posixpath.basename(deck_pdf(chapter, lang))}",
                     classes=["deck-pdf-link"],
+                ),
+                nodes.Text(" · "),
+                nodes.reference(  # the chapter's notebooks (aiinfra_book.notebooks)
+                    "",
+                    label("notebooks", lang),
+                    refuri="../" * (docname.count("/") + 2)
+                    + chapter_notebooks_zip(chapter, lang),
+                    classes=["notebooks-link"],
                 ),
             )
             items += nodes.list_item("", para)

@@ -595,11 +595,18 @@ def _figure_strings(app: Sphinx, target: str) -> list[str]:
 # ---------------------------------------------------------------- writing
 
 
+def book_chapters(app: Sphinx) -> list[str]:
+    """The book's chapters; none for a project without a ``chapters`` toctree
+    (the extension used on its own)."""
+    try:
+        return chapters(pathlib.Path(app.srcdir), app.config.root_doc)
+    except (ValueError, OSError):
+        return []
+
+
 def in_chapter(app: Sphinx, docname: str) -> bool:
     chapter, sep, _ = docname.partition("/")
-    return bool(sep) and chapter in chapters(
-        pathlib.Path(app.srcdir), app.config.root_doc
-    )
+    return bool(sep) and chapter in book_chapters(app)
 
 
 def _write_atomic(path: pathlib.Path, data: bytes) -> None:
@@ -620,6 +627,33 @@ def write_notebook(app: Sphinx, doctree: nodes.document, docname: str) -> None:
     nb = NotebookWriter(app, docname, doctree).notebook()
     text = nbformat.writes(nb, version=4) + "\n"
     _write_atomic(pathlib.Path(app.outdir) / f"{docname}.ipynb", text.encode())
+
+
+def generator_stamp(app: Sphinx) -> str:
+    """What every notebook depends on besides its page: the code that writes it
+    (this module, the helpers, the value format) and the edition's labels."""
+    here = pathlib.Path(__file__).parent
+    h = hashlib.sha256()
+    for name in ("notebooks.py", "notebook_code.py", "compute.py", "languages.py"):
+        h.update((here / name).read_bytes())
+    lang = app.config.language or "en"
+    labels = pathlib.Path(app.srcdir) / "locale" / lang / "LC_MESSAGES" / "labels.po"
+    if labels.is_file():
+        h.update(labels.read_bytes())
+    return h.hexdigest()
+
+
+def rewrite_all(app: Sphinx) -> None:
+    """After a change of the code that writes notebooks, write every page's
+    notebook again (an incremental build writes only the pages that changed)."""
+    stamp_file = pathlib.Path(app.doctreedir) / "notebooks-stamp"
+    stamp = generator_stamp(app)
+    if stamp_file.is_file() and stamp_file.read_text() == stamp:
+        return
+    for docname in sorted(app.env.found_docs):
+        if in_chapter(app, docname):
+            app.env.get_and_resolve_doctree(docname, app.builder)  # writes it
+    stamp_file.write_text(stamp)
 
 
 def _zip(target: pathlib.Path, folder: str, files: dict[str, bytes]) -> None:
@@ -645,8 +679,9 @@ def write_zip(app: Sphinx, exception: Exception | None) -> None:
         return
     out = pathlib.Path(app.outdir)
     lang = app.config.language or "en"
+    rewrite_all(app)
     every: dict[str, bytes] = {}
-    for chapter in chapters(pathlib.Path(app.srcdir), app.config.root_doc):
+    for chapter in book_chapters(app):
         files = {
             p.relative_to(out).as_posix(): p.read_bytes()
             for p in sorted((out / chapter).glob("*.ipynb"))
