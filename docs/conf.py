@@ -162,6 +162,7 @@ if tags.has("editions"):  # noqa: F821
     templates_path = [str(DOCS / "_templates" / "editions"), *templates_path]
     html_theme_options = {}
     epub_basename = "aiinfra"
+    epub_language = language.replace("_", "-")  # a BCP 47 tag: zh-CN
     epub_theme = "epub"
     epub_title = project
     epub_author = author

@@ -144,14 +144,20 @@ def clean_svg(data: bytes) -> bytes:
     text = re.sub(rb"<!DOCTYPE[^>]*>\s*", b"", data, count=1)
     # the glyph of a space is a path without "d", which SVG requires
     text = re.sub(rb"<path(?=\s)(?![^>]*\sd=)", b'<path d="M 0 0"', text)
+    return unique_ids(text, colons=True)
+
+
+def unique_ids(text: bytes, colons: bool = False) -> bytes:
+    """Each ``id`` once: a repeated one gets ``-2``, ``-3``... (``colons``: an
+    SVG's ids lose their colons, which XML names may not hold)."""
     seen: dict[bytes, int] = {}
 
     def unique(m: re.Match) -> bytes:
-        name = m[1].replace(b":", b"-")  # an id is an XML name without colons
+        name = m[2].replace(b":", b"-") if colons else m[2]
         n = seen[name] = seen.get(name, 0) + 1
-        return b'id="' + name + (b"-" + str(n).encode() if n > 1 else b"") + b'"'
+        return m[1] + b'id="' + name + (b"-" + str(n).encode() if n > 1 else b"") + b'"'
 
-    return re.sub(rb'\bid="([^"]+)"', unique, text)
+    return re.sub(rb'(\s)id="([^"]+)"', unique, text)
 
 
 def finish_epub(lang: str, site: pathlib.Path) -> pathlib.Path:
@@ -172,6 +178,9 @@ def finish_epub(lang: str, site: pathlib.Path) -> pathlib.Path:
     for name in items:
         if name.endswith(".svg"):
             items[name] = clean_svg(items[name])
+        elif name.endswith(".xhtml"):
+            # a translated paragraph that cites a work twice repeats its span's id
+            items[name] = unique_ids(items[name])
     opf_name = next(n for n in items if n.endswith(".opf"))
     opf = items[opf_name].decode("utf-8")
 

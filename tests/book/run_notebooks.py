@@ -90,6 +90,7 @@ def run_language(site: pathlib.Path, out: pathlib.Path, lang: str) -> dict:
 def run(site: pathlib.Path, out: pathlib.Path, langs: list[str]) -> dict:
     """Execute every language's notebooks, side by side; write ``summary.json``."""
     out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.json").unlink(missing_ok=True)  # no stale summary if this fails
     t0 = time.perf_counter()
     summary: dict = {}
     with concurrent.futures.ThreadPoolExecutor(len(langs)) as pool:
