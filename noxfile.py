@@ -3,6 +3,12 @@
 - ``nox -s book``: build the whole site (book and decks, English and Chinese),
   incrementally, and serve it on http://127.0.0.1:8000 (``-- --no-serve`` only
   builds; ``-- --lang zh_CN --builder html`` builds one edition).
+  The whole site includes the editions: each page's notebook (written by the HTML
+  build), each deck as PDF, the book as PDF and EPUB (``tools/editions.py``, only
+  what changed); a build narrowed with ``--lang``/``--builder`` or
+  ``--no-editions`` skips the PDFs and EPUBs.
+- ``nox -s notebooks``: each page of a chapter as a Jupyter notebook, and the zips.
+- ``nox -s editions``: the deck PDFs and the book's PDF and EPUB of a built site.
 - ``nox -s preview``: live-reloading preview of one edition while writing.
 - ``nox -s tests``: every test CI runs (package, book builds, browser checks).
 - ``nox -s translate``: gettext -> catalogue update -> stat -> what is left.
@@ -55,6 +61,26 @@ def book(session: nox.Session) -> None:
     session.run("python", "tools/book.py", "build", *args)
     if "--no-serve" not in session.posargs:
         session.run("python", "tools/book.py", "serve", *port_args(session))
+
+
+@nox.session(python=PYTHON)
+def notebooks(session: nox.Session) -> None:
+    """Each page of a chapter as a Jupyter notebook, both languages, and the zips.
+
+    The HTML build writes them (incremental): ``build/site/<lang>/<chapter>/
+    <page>.ipynb`` and ``build/site/<lang>/downloads/aiinfra-notebooks-*.zip``.
+    """
+    install(session, "docs")
+    session.run("python", "tools/book.py", "notebooks", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def editions(session: nox.Session) -> None:
+    """The book to take along from a built site: every deck as PDF, the book as
+    PDF and EPUB (``-- --lang zh_CN --only epub`` narrows it). Needs Chromium for
+    the PDFs (without it they are skipped, with the reason)."""
+    install(session, "docs")
+    session.run("python", "tools/book.py", "editions", *session.posargs)
 
 
 @nox.session(python=PYTHON)

@@ -70,6 +70,14 @@ if tags.has("slides"):  # noqa: F821 - Sphinx injects `tags`
         "toc.not_readable",
         "bibtex.key_not_found",
     ]
+if tags.has("editions"):  # noqa: F821
+    # The book to take along (tools/editions.py: EPUB, and the single page that
+    # Chromium prints as the PDF): the chapters and the reference pages a reader
+    # reads, without the API reference (the site has it) or the downloads page.
+    exclude_patterns += ["api/**", "downloads.rst"]
+    suppress_warnings += ["toc.excluded", "toc.not_readable", "ref.doc"]
+    # an incremental EPUB build finds the backup of its previous build info
+    suppress_warnings += ["epub.unknown_project_files"]
 if tags.has("gettext"):  # noqa: F821
     # The API reference is generated from English docstrings: not translated.
     exclude_patterns += ["api/**"]
@@ -105,6 +113,7 @@ html_theme_options = {
     "article_header_end": [
         "lang-switch.html",
         "deck-link.html",
+        "notebook-link.html",
         "article-header-buttons.html",
     ],
     "show_toc_level": 2,
@@ -139,6 +148,32 @@ def _vendor_mathjax() -> str:
 
 html_static_path.append(_vendor_mathjax())
 mathjax_path = "mathjax/tex-svg.js"
+# Named: the extension registers a second renderer, MathML, for the EPUB only.
+html_math_renderer = "mathjax"
+
+if tags.has("editions"):  # noqa: F821
+    # Figures and tables numbered; a plain theme that prints well (PDF) and the
+    # EPUB's own (aiinfra_book.editions writes its maths as MathML: no script
+    # runs in an e-reader). The single page and the EPUB share one doctree folder.
+    numfig = True
+    numfig_secnum_depth = 1
+    html_theme = "basic"
+    html_sidebars = {"**": []}
+    templates_path = [str(DOCS / "_templates" / "editions"), *templates_path]
+    html_theme_options = {}
+    epub_basename = "aiinfra"
+    epub_language = language.replace("_", "-")  # a BCP 47 tag: zh-CN
+    epub_theme = "epub"
+    epub_title = project
+    epub_author = author
+    epub_publisher = author
+    epub_copyright = copyright
+    epub_identifier = "aiinfra"
+    epub_scheme = "URL"
+    epub_uid = "aiinfra"
+    epub_show_urls = "no"
+    epub_css_files = ["editions.css"]
+    html_css_files = ["book.css", "editions.css"]
 
 # Chinese search: Sphinx segments Chinese with jieba; the glossary's Chinese terms
 # become its user dictionary so that "全归约" is one word.
@@ -163,6 +198,7 @@ def _edition(app, config) -> None:  # noqa: ANN001 - Sphinx's app and config
     Sphinx builds (``-D language=...`` included)."""
     lang = find(DOCS, config.language or "en")
     config.html_title = lang.title
+    config.epub_title = lang.title
     if lang.search:
         config.html_search_language = lang.search
     if lang.search == "zh":

@@ -69,6 +69,13 @@ def pytest_collection_finish(session):
         start_site_build()
 
 
+def pytest_runtest_teardown(item, nextitem):
+    # The site built in the background: its notebooks start executing at once.
+    book = sys.modules.get("tests.book.conftest")
+    if book is not None:
+        book.start_notebooks()
+
+
 def pytest_sessionfinish(session, exitstatus):
     book = sys.modules.get("tests.book.conftest")
     if book is not None:  # a build still running (the run stopped early) is ended

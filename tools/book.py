@@ -1,11 +1,13 @@
 """Build, preview, serve and translate the book: the steps behind ``nox -s book``.
 
     python tools/book.py build [--lang en zh_CN] [--builder html revealjs] [--fresh]
-        [--deck-course TEXT] [--deck-lecturer TEXT] [--deck-date TEXT]
+        [--no-editions] [--deck-course TEXT] [--deck-lecturer TEXT] [--deck-date TEXT]
         (the course, its lecturer, date, chapters and minutes per lecture are set in
         slides/decks.toml; the --deck-* flags override its title-slide lines)
     python tools/book.py preview [--lang zh_CN] [--port 8000]   # live reload
     python tools/book.py serve [--port 8000] [--out DIR]
+    python tools/book.py notebooks [--lang en zh_CN]   # the pages' notebooks and zips
+    python tools/book.py editions [--lang ...] [--only decks book epub]  # PDFs, EPUBs
     python tools/book.py gettext           # docs -> build/gettext/*.pot
     python tools/book.py translate         # gettext + update catalogues + stat + todo
     python tools/book.py stats             # sphinx-intl stat: per-catalogue counts
@@ -15,6 +17,13 @@ builds the published ones. The site folder (``build/site`` by default) holds one
 folder per language (``en/``, ``zh_CN/``: the book; its front page lists the chapters
 and their decks), ``slides/<lang>/`` (one deck per chapter), and ``index.html``, which
 sends a visitor to the front page in the browser's language.
+
+The HTML build also writes each chapter page's Jupyter notebook beside it
+(``<lang>/<chapter>/<page>.ipynb``) and their zips (``<lang>/downloads/``). A build
+of the whole site (every builder, every published language) then makes the editions
+(``tools/editions.py``: each deck as PDF, the book as PDF and EPUB), each only when
+its input changed; ``--no-editions`` skips them, and so does a build narrowed with
+``--lang`` or ``--builder`` (the authors' quick loop).
 
 Builds are incremental: Sphinx reads again only the pages whose sources, catalogue
 or computed inputs changed (``--fresh`` rebuilds everything, as CI does). Every build
@@ -180,10 +189,14 @@ def build(
     fresh: bool = False,
     jobs: int | None = None,
     deck: tuple[str, ...] = (),
+    editions: bool | None = None,
 ) -> dict[str, float]:
     """Build each builder in each language, side by side; return seconds per output.
 
-    ``deck``: the title slides' fields (:func:`deck_options`).
+    ``deck``: the title slides' fields (:func:`deck_options`). ``editions``: make
+    the deck PDFs and the book's PDF and EPUB afterwards (``tools/editions.py``);
+    by default when the whole site is built (every builder, every published
+    language).
 
     Raises:
         SystemExit: a build failed (after every build has finished).
@@ -217,9 +230,43 @@ def build(
         raise SystemExit("; ".join(failed))
     published = tuple(c for c in LANGS if (out / c / "index.html").exists())
     (out / "index.html").write_text(redirect(published or LANGS), encoding="utf-8")
+    if editions is None:
+        editions = set(langs) >= set(LANGS) and set(builders) >= set(BUILDERS)
+    tool = _editions_tool()
+    if editions:
+        times.update(
+            {f"editions-{k}": v for k, v in tool.build(out, langs, fresh=fresh).items()}
+        )
+    else:
+        tool.fill_site(out, langs)  # the decks' lengths and the files' sizes known
     times["total"] = time.perf_counter() - t0
     print(f"built {out} in {times['total']:.1f} s ({jobs} processes)")
     return times
+
+
+def _editions_tool():
+    """``tools/editions.py``, loaded by its path."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "editions_tool", ROOT / "tools" / "editions.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def notebooks(out: pathlib.Path, langs: tuple[str, ...] = LANGS) -> list[pathlib.Path]:
+    """Build the books of ``langs`` (HTML, incremental), which writes each page's
+    notebook and the zips; return the zips."""
+    build(out, langs, ("html",), editions=False)
+    zips = sorted(p for lang in langs for p in (out / lang / "downloads").glob("*.zip"))
+    for lang in langs:
+        count = len(list((out / lang).glob("*/*.ipynb")))
+        print(f"  {lang}: {count} notebooks in {out / lang}/<chapter>/<page>.ipynb")
+    for z in zips:
+        print(f"  {z.relative_to(out)}: {z.stat().st_size / 1e3:.0f} kB")
+    return zips
 
 
 def gettext(out: pathlib.Path = ROOT / "build" / "gettext") -> pathlib.Path:
@@ -329,6 +376,11 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--out", type=pathlib.Path, default=ROOT / "build" / "site")
     b.add_argument("--fresh", action="store_true", help="rebuild every page (-E)")
     b.add_argument("--jobs", type=int, default=None, help="processes (default: cores)")
+    b.add_argument(
+        "--no-editions",
+        action="store_true",
+        help="skip the deck PDFs and the book's PDF and EPUB",
+    )
     b.add_argument("--deck-course", default="", help="course name on title slides")
     b.add_argument("--deck-lecturer", default="", help="lecturer on title slides")
     b.add_argument("--deck-date", default="", help="date on title slides")
@@ -338,6 +390,14 @@ def main(argv: list[str] | None = None) -> int:
     s = sub.add_parser("serve", help="serve the built site on 127.0.0.1")
     s.add_argument("--port", type=_port, default=8000)
     s.add_argument("--out", type=pathlib.Path, default=ROOT / "build" / "site")
+    n = sub.add_parser("notebooks", help="each page's notebook and the zips")
+    n.add_argument("--lang", nargs="+", choices=every, default=list(LANGS))
+    n.add_argument("--out", type=pathlib.Path, default=ROOT / "build" / "site")
+    e = sub.add_parser("editions", help="deck PDFs, the book as PDF and EPUB")
+    e.add_argument("--lang", nargs="+", choices=every, default=list(LANGS))
+    e.add_argument("--out", type=pathlib.Path, default=ROOT / "build" / "site")
+    e.add_argument("--only", nargs="+", default=["decks", "book", "epub"])
+    e.add_argument("--fresh", action="store_true")
     sub.add_parser("gettext", help="extract messages into build/gettext")
     sub.add_parser("translate", help="gettext, update catalogues, stat, what is left")
     sub.add_parser("stats", help="sphinx-intl stat of every translation's catalogues")
@@ -357,7 +417,12 @@ def main(argv: list[str] | None = None) -> int:
             args.fresh,
             args.jobs,
             tuple(deck),
+            editions=False if args.no_editions else None,
         )
+    elif args.cmd == "notebooks":
+        notebooks(args.out, tuple(args.lang))
+    elif args.cmd == "editions":
+        _editions_tool().build(args.out, tuple(args.lang), tuple(args.only), args.fresh)
     elif args.cmd == "preview":
         cmd = preview_command(args.lang, args.port)
         os.execvpe(cmd[0], cmd, _env(args.lang))

@@ -18,6 +18,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 SITE = ROOT / "build" / "site"
+EXECUTED = ROOT / "build" / "executed"  # the site's notebooks, executed
 sys.path.insert(0, str(DOCS / "_ext"))
 
 from aiinfra_book import languages  # noqa: E402
@@ -83,13 +84,38 @@ def start_site_build() -> None:
     _BACKGROUND.update(proc=proc, log=log)
 
 
+def start_notebooks() -> None:
+    """Once the background build has succeeded, execute the site's notebooks in
+    the background too (``tests/book/run_notebooks.py``), beside the rest of the
+    suite; ``tests/conftest.py`` asks after every test, the ``site`` fixture
+    once more."""
+    proc = _BACKGROUND.get("proc")
+    if proc is None or "notebooks" in _BACKGROUND or proc.poll() != 0:
+        return
+    log = open(ROOT / ".tmp" / "notebooks.log", "w+", encoding="utf-8")  # noqa: SIM115
+    cmd = [sys.executable, "-m", "tests.book.run_notebooks", str(SITE), str(EXECUTED)]
+    cmd += [c for c in languages.published(languages.load(DOCS))]
+    run = subprocess.Popen(
+        cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    _BACKGROUND.update(notebooks=run, notebooks_log=log)
+
+
+def background_notebooks() -> tuple[subprocess.Popen, object] | None:
+    """The background execution of the notebooks and its log, if one runs."""
+    if "notebooks" not in _BACKGROUND:
+        return None
+    return _BACKGROUND["notebooks"], _BACKGROUND["notebooks_log"]
+
+
 def stop_site_build() -> None:
     """End a background build still running (a run stopped before its site tests),
-    with the sphinx-build processes it started."""
-    proc = _BACKGROUND.get("proc")
-    if proc is not None and proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=60)
+    with the sphinx-build processes it started, and the notebooks' execution."""
+    for key in ("proc", "notebooks"):
+        proc = _BACKGROUND.get(key)
+        if proc is not None and proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=60)
 
 
 @pytest.fixture(scope="session")
@@ -111,6 +137,7 @@ def site(book_tool) -> pathlib.Path:
     output = log.read()
     if returncode:
         pytest.fail(f"the site build failed (exit {returncode}):\n{output}")
+    start_notebooks()
     return SITE
 
 

@@ -134,7 +134,7 @@ def test_site_root_leads_to_the_front_page_in_the_readers_language(
         tab.goto(f"{server}/")
         tab.wait_for_url(f"{server}/{lang}/index.html", timeout=20_000)
         # The front page is a page of the book: its theme, its chapter list, decks.
-        assert tab.locator("article ul.aiinfra-chapters li").count() == len(CHAPTERS)
+        assert tab.locator("article .aiinfra-chapter-card").count() == len(CHAPTERS)
         assert tab.locator(".bd-sidebar-primary").count() == 1
         tab.locator("a.deck-link").first.click()
         tab.wait_for_function("window.Reveal && Reveal.isReady()", timeout=20_000)

@@ -18,6 +18,10 @@
   build writes on a page, translated in each language's ``labels.po``.
 - :mod:`.api`: the API reference pages, one per subpackage, generated from the
   package's folders.
+- :mod:`.editions`: the downloads (deck PDFs, the book as PDF and EPUB), their
+  file names and what their builds need (MathML, numbered figures).
+- :mod:`.notebooks`: a Jupyter notebook per page of a chapter, written by the HTML
+  build beside the page (helpers: :mod:`.notebook_code`).
 - :mod:`.chapters`: which folders are chapters (the ``chapters`` toctree of the
   root document): the one list every generated page is derived from.
 """
@@ -36,9 +40,12 @@ from . import (
     citations,
     cjk,
     compute,
+    editions,
     figures,
+    front,
     languages,
     links,
+    notebooks,
     questions,
     slides,
     translation_status,
@@ -62,6 +69,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
         languages,
         compute,
         figures,
+        front,
         questions,
         slides,
         links,
@@ -70,6 +78,8 @@ def setup(app: Sphinx) -> dict[str, Any]:
         translation_status,
         bibfiles,
         citations,
+        editions,
+        notebooks,  # last: it extends the directives of compute, figures, links
     ):
         module.setup(app)
     # sphinx-revealjs is not parallel-safe, and neither is the figure cache's

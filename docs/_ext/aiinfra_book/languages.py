@@ -125,6 +125,44 @@ def find(docs: pathlib.Path, code: str) -> Language:
 LABELS = {
     "slides": ("Slides", "The button of a book page that opens the chapter's deck."),
     "book": ("Read this chapter in the book", "A deck's link to the book."),
+    "notebook": (
+        "Notebook",
+        "The button of a book page that downloads the page as a Jupyter notebook.",
+    ),
+    "downloads": ("Downloads", "The front page's link to the downloads page."),
+    "book_pdf": ("The book as PDF", "The downloads page: the whole book, one PDF."),
+    "book_epub": ("The book as EPUB (e-readers)", "The downloads page."),
+    "notebooks_zip": (
+        "Every page as a Jupyter notebook (zip)",
+        "The downloads page: the notebooks of all chapters in one zip.",
+    ),
+    "deck_pdf": (
+        "Slides of “{title}” (PDF)",
+        "The downloads page: one deck as PDF; keep {title}.",
+    ),
+    "pages": ("{n} pages", "The front page: a chapter's number of pages; keep {n}."),
+    "notebooks": (
+        "Notebooks (zip)",
+        "The front page: a chapter's notebooks, one zip.",
+    ),
+    "lecture_count": (
+        "{n} lectures",
+        "The front page: a deck cut into lectures (slides/decks.toml); keep {n}.",
+    ),
+    "contents": ("Contents", "The title of the book's table of contents (its PDF)."),
+    "download_what": ("What", "The downloads page: a column header."),
+    "download_file": ("File", "The downloads page: a column header."),
+    "download_size": ("Size", "The downloads page: a column header."),
+    "not_built": (
+        "not built here",
+        "The downloads page: a file this build could not make (a tool missing).",
+    ),
+    "slides_pdf": ("Slides as PDF", "A deck's title slide: its PDF, one page a step."),
+    "notebook_intro": (
+        "This notebook is the page {page} of the book {book}: run it from top to "
+        "bottom to compute every listing, value, table and figure of the page.",
+        "The first cell of a page's notebook; keep {page} and {book}.",
+    ),
     "chapter": ("Chapter {n}", "A deck's title slide; keep {n}."),
     "open_deck": ("Open the deck", "The deck list's link to one deck."),
     "question": ("Question {n}", "A check-your-understanding question; keep {n}."),

@@ -8,7 +8,8 @@ Site layout (``tools/book.py build``)::
 - ``:booklink:`text <chapter/page>``` in a deck links to the book page, same language.
 - Every book page gets a language switch to its counterpart and, in a chapter, a
   *Slides* button to the chapter's deck (template context, :func:`page_context`).
-- ``.. aiinfra-chapters::`` lists the chapters with their decks (the front page).
+- ``.. aiinfra-chapters::`` lists the chapters: on the deck list with their decks
+  and the decks' PDFs, on the book's front page as cards (:mod:`.front`).
 - A ``literalinclude`` of the reference package says which module (and object) it
   quotes, linked to its API entry.
 """
@@ -16,6 +17,7 @@ Site layout (``tools/book.py build``)::
 from __future__ import annotations
 
 import pathlib
+import posixpath
 import re
 from typing import Any
 
@@ -26,8 +28,9 @@ from sphinx.directives.code import LiteralInclude
 from sphinx.environment import BuildEnvironment
 from sphinx.util.docutils import SphinxDirective, SphinxRole
 
-from . import languages
+from . import front, languages
 from .chapters import chapters
+from .editions import chapter_notebooks_zip, deck_pdf
 from .languages import label
 
 
@@ -110,6 +113,9 @@ def fill_chapter_lists(app: Sphinx, doctree: nodes.document, docname: str) -> No
     """Replace each chapter list by links: the chapter (book) and its deck."""
     env, lang = app.env, app.config.language or "en"
     for placeholder in list(doctree.findall(chapter_list)):
+        if app.builder.name != "revealjs":  # the book's front page: a card each
+            placeholder.replace_self(front.chapter_cards(app, docname))
+            continue
         items = nodes.bullet_list(classes=["aiinfra-chapters"])
         for chapter in chapters(pathlib.Path(app.srcdir), app.config.root_doc):
             index = f"{chapter}/index"
@@ -127,6 +133,21 @@ def fill_chapter_lists(app: Sphinx, doctree: nodes.document, docname: str) -> No
                 nodes.reference("", title, refuri=main, classes=["chapter-link"]),
                 nodes.Text(" · "),
                 nodes.reference("", other_text, refuri=other, classes=["deck-link"]),
+                nodes.Text(" · "),
+                nodes.reference(  # the deck as PDF (tools/editions.py prints it)
+                    "",
+                    label("slides_pdf", lang),
+                    refuri=f"{chapter}/{posixpath.basename(deck_pdf(chapter, lang))}",
+                    classes=["deck-pdf-link"],
+                ),
+                nodes.Text(" · "),
+                nodes.reference(  # the chapter's notebooks (aiinfra_book.notebooks)
+                    "",
+                    label("notebooks", lang),
+                    refuri="../" * (docname.count("/") + 2)
+                    + chapter_notebooks_zip(chapter, lang),
+                    classes=["notebooks-link"],
+                ),
             )
             items += nodes.list_item("", para)
         placeholder.replace_self(items)

@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import pathlib
+import posixpath
 import re
 from typing import Any
 
@@ -29,6 +30,7 @@ from . import lectures as lectures_mod
 from . import slide_layout
 from .chapters import chapters
 from .deck_text import Bibliography
+from .editions import deck_pdf
 from .languages import label
 from .links import book_uri
 from .questions import aiinfra_question
@@ -170,7 +172,18 @@ class AssembleDeck(SphinxPostTransform):
         if meta:
             top.insert(at, nodes.paragraph("", meta, classes=["deck-meta"]))
             at += 1
-        top.insert(at, nodes.paragraph("", "", link, classes=["deck-booklink"]))
+        pdf = nodes.reference(  # the deck as PDF, beside it (tools/editions.py)
+            "",
+            label("slides_pdf", lang),
+            refuri=posixpath.basename(deck_pdf(docname.split("/")[0], lang)),
+            classes=["deck-pdf-link"],
+        )
+        top.insert(
+            at,
+            nodes.paragraph(
+                "", "", link, nodes.Text(" · "), pdf, classes=["deck-booklink"]
+            ),
+        )
 
     def _agenda(self, top: nodes.section, lecture: lectures_mod.Lecture) -> None:
         """A lecture's agenda: the titles of its pages, before the first of them."""
