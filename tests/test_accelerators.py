@@ -1,8 +1,6 @@
 """The datasheet table against the datasheets: the vendors' figures, typed here."""
 
-import aiinfra.hardware
 import pytest
-from aiinfra import accelerators as specs
 from aiinfra.accelerators import ACCELERATORS, GPUS, accelerator
 
 # The vendors' printed figures, TFLOP/s (TOPS for int8), typed from each source URL in
@@ -77,9 +75,22 @@ MEMORY = {
 }
 
 
-def test_package_reexports_the_one_table_of_specs():
-    assert aiinfra.hardware.GPUS is specs.GPUS
-    assert aiinfra.hardware.Gpu is specs.Gpu
+def test_a100_and_h200_rows_are_their_datasheets():
+    # A100 SXM 80GB datasheet: BF16 312 TFLOP/s dense, 2,039 GB/s, 80 GB; 108 SMs
+    # (A100 whitepaper). H200 page: 4.8 TB/s, 141 GB, Hopper's 132 SMs.
+    a100, h200 = GPUS["A100"], GPUS["H200"]
+    assert (a100.bf16_flops, a100.hbm_bandwidth, a100.hbm_bytes, a100.sms) == (
+        312e12,
+        2.039e12,
+        80e9,
+        108,
+    )
+    assert (h200.bf16_flops, h200.hbm_bandwidth, h200.hbm_bytes, h200.sms) == (
+        989e12,
+        4.8e12,
+        141e9,
+        132,
+    )
 
 
 def test_the_three_gpus_of_the_model_chapters_are_unchanged():
@@ -94,10 +105,19 @@ def test_the_three_gpus_of_the_model_chapters_are_unchanged():
     )
 
 
-def test_h100_ridge_point_is_295_flop_per_byte():
-    # Williams, Waterman & Patterson 2009 roofline; H100 SXM datasheet: 989 TFLOP/s
-    # dense BF16 over 3.35 TB/s is about 295 FLOP/byte.
-    assert aiinfra.hardware.GPUS["H100"].ridge == pytest.approx(295, abs=0.5)
+def test_roofline_bounds_a_gemv_by_memory_and_a_large_matmul_by_compute():
+    # Counted by hand for bf16 (2 bytes) on an H100 SXM (989 TFLOP/s, 3.35 TB/s).
+    h100, n = GPUS["H100"], 8192
+    # y = W x with W n x n: 2 n^2 FLOPs over 2 n^2 bytes of W (x and y are 2n each)
+    gemv = (2 * n * n) / (2 * n * n + 2 * 2 * n)
+    assert h100.attainable(gemv) == pytest.approx(gemv * 3.35e12)
+    assert h100.attainable(gemv) < 3.4e12  # 0.3% of the compute roof
+    # C = A B, all n x n: 2 n^3 FLOPs over three n^2 matrices, n / 3 FLOP per byte
+    matmul = (2 * n**3) / (3 * 2 * n * n)
+    assert h100.attainable(matmul) == 989e12
+    # The ridge lies between them, where the two roofs meet.
+    assert gemv < h100.ridge < matmul
+    assert h100.attainable(h100.ridge) == pytest.approx(989e12)
 
 
 @pytest.mark.parametrize("key", sorted(PRINTED))

@@ -1,5 +1,4 @@
 import pytest
-from aiinfra.memory import estimate_memory
 from aiinfra.models.presets import preset
 from aiinfra.storage import (
     inference_checkpoint_bytes,
@@ -37,12 +36,18 @@ def test_llama_3_8b_training_checkpoint_is_14_bytes_per_parameter():
     assert size.total == 14 * LLAMA_3_8B
 
 
-def test_training_checkpoint_is_the_calculators_model_states_less_gradients():
-    cfg = preset("llama-3-70b")
-    est = estimate_memory(cfg, seq=8, micro_batch=1)
-    size = training_checkpoint_bytes(cfg)
-    assert size.weights == est.params
-    assert size.optimizer == est.optimizer
+def test_llama_3_70b_training_checkpoint_counted_by_hand():
+    # Llama 3 70B's shapes (Llama 3 paper, Table 3; the Hub's config.json): 80 layers,
+    # h = 8192, 64 query and 8 KV heads of 128, an MLP of 28672, a vocabulary of
+    # 128256, input and output embeddings untied.
+    h, kv, ffn, vocab = 8192, 8 * 128, 28672, 128_256
+    layer = 2 * h * h + 2 * h * kv + 3 * h * ffn + 2 * h  # attention, MLP, norms
+    n = 80 * layer + 2 * vocab * h + h
+    assert n == 141_107_412_992 // 2  # the Hub's bf16 total_size, above
+    size = training_checkpoint_bytes(preset("llama-3-70b"))
+    assert size.n_params == n
+    assert size.weights == 2 * n  # bf16 weights
+    assert size.optimizer == 12 * n  # fp32 master, m, v: no gradients stored
 
 
 @pytest.mark.parametrize(
