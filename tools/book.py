@@ -96,17 +96,6 @@ const prefs = navigator.languages || [navigator.language];
 """
 
 
-def _env(lang: str) -> dict[str, str]:
-    env = dict(
-        os.environ,
-        AIINFRA_LANG=lang,
-        PYTHONHASHSEED="0",
-        SOURCE_DATE_EPOCH=os.environ.get("SOURCE_DATE_EPOCH", "1764547200"),
-    )
-    env.setdefault("MPLBACKEND", "Agg")
-    return env
-
-
 def deck_options(course: str = "", lecturer: str = "", date: str = "") -> list[str]:
     """``-D`` settings of the decks' title slides (empty: not shown; the course
     defaults to the book's title).
@@ -173,7 +162,12 @@ def sphinx(
     ]
     t0 = time.perf_counter()
     proc = subprocess.run(
-        cmd, env=_env(lang), cwd=ROOT, capture_output=True, text=True, check=False
+        cmd,
+        env=languages.build_env(lang),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     return proc.returncode, proc.stdout + proc.stderr, time.perf_counter() - t0
 
@@ -425,7 +419,7 @@ def main(argv: list[str] | None = None) -> int:
         _editions_tool().build(args.out, tuple(args.lang), tuple(args.only), args.fresh)
     elif args.cmd == "preview":
         cmd = preview_command(args.lang, args.port)
-        os.execvpe(cmd[0], cmd, _env(args.lang))
+        os.execvpe(cmd[0], cmd, languages.build_env(args.lang))
     elif args.cmd == "serve":
         serve(args.out, args.port)
     elif args.cmd == "gettext":

@@ -123,16 +123,14 @@ def sphinx_build(builder: str, lang: str, fresh: bool) -> tuple[int, str, float]
     if fresh:
         cmd += ["-E"]
     cmd += [str(DOCS), str(out)]
-    env = dict(
-        os.environ,
-        AIINFRA_LANG=lang,
-        PYTHONHASHSEED="0",
-        SOURCE_DATE_EPOCH=os.environ.get("SOURCE_DATE_EPOCH", "1764547200"),
-    )
-    env.setdefault("MPLBACKEND", "Agg")
     t0 = time.perf_counter()
     proc = subprocess.run(
-        cmd, env=env, cwd=ROOT, capture_output=True, text=True, check=False
+        cmd,
+        env=languages.build_env(lang),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     return proc.returncode, proc.stdout + proc.stderr, time.perf_counter() - t0
 

@@ -3,20 +3,19 @@ why a check is skipped (or, under CI, fails) when it is missing."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import pathlib
 import shutil
 
+_spec = importlib.util.spec_from_file_location(
+    "_chromium_editions", pathlib.Path(__file__).parents[2] / "tools" / "editions.py"
+)
+_editions = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_editions)
+
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+FLAGS = _editions.FLAGS  # the flags the build prints its PDFs with
 
 try:
     from playwright.sync_api import sync_playwright

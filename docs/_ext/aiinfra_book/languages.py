@@ -304,6 +304,22 @@ def _edition(app, config) -> None:  # noqa: ANN001 - Sphinx's app and config
     activate(code, config.aiinfra_labels)
 
 
+def build_env(lang: str) -> dict[str, str]:
+    """The environment of one edition's ``sphinx-build`` (book, decks, PDF, EPUB).
+
+    ``AIINFRA_LANG`` names the edition; a fixed hash seed and ``SOURCE_DATE_EPOCH``
+    make two builds of the same sources write the same files; figures draw with Agg.
+    """
+    env = dict(
+        os.environ,
+        AIINFRA_LANG=lang,
+        PYTHONHASHSEED="0",
+        SOURCE_DATE_EPOCH=os.environ.get("SOURCE_DATE_EPOCH", "1764547200"),
+    )
+    env.setdefault("MPLBACKEND", "Agg")
+    return env
+
+
 def others(docs: pathlib.Path, code: str) -> list[Language]:
     """The published editions other than ``code`` (none without the file)."""
     if not (pathlib.Path(docs) / FILE).is_file():
