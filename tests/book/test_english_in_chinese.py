@@ -40,6 +40,8 @@ NAMES = frozenset(
     " PyTorch torch torchrun agent Megatron DeepSpeed Triton vLLM SGLang TensorRT"
     " transformers nanoGPT SciPy NumPy numpy matplotlib mpmath setuptools pip"
     " networkx sympy aiinfra gloo"
+    # commands named as typed: aiinfra serve, transformers serve
+    " serve"
     # models, methods and schedules named by their papers
     " Llama Mistral Qwen DeepSeek Gemma Chinchilla Gopher PaLM GPipe Orca Sarathi"
     " DistServe Splitwise Medusa EAGLE Switch Transformer Adam AdamW LayerNorm"

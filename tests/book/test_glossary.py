@@ -103,6 +103,7 @@ ALLOWED: tuple[Allowed, ...] = (
             ("communication.po", "out-of-memory killer"),
             ("communication.po", "kernel buffer"),
             ("communication.po", "kernel socket buffer"),
+            ("inference.po", "listen queue"),
         )
     ),
     Allowed(

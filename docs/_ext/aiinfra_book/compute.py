@@ -179,10 +179,15 @@ _MATH = re.compile(r"\$[^$]*\$")
 _FIELD = re.compile(r"(?<![\\\w{}])\{([A-Za-z_]\w*)\}(?!\})")
 
 
+#: Words of fewer than three letters that a table's cell may hold alone ("yes"/"no").
+_SHORT_WORDS = frozenset({"no"})
+
+
 def is_words(text: str) -> bool:
     """Whether a label or figure text is words a translator translates.
 
-    Words: at least one run of three letters and no code name (``ring_all_reduce``).
+    Words: at least one run of three letters and no code name (``ring_all_reduce``),
+    or a short word of :data:`_SHORT_WORDS` alone (``no``).
     A text with a digit (outside ``$...$``) is words only if it also has an English
     word in lower case (``attainable TFLOP/s (BF16)``, ``H100, 8192 tokens``): the
     digits then belong to a name or a number inside a sentence. Numbers, sizes
@@ -190,6 +195,8 @@ def is_words(text: str) -> bool:
     not words, and stay as they are in every language.
     """
     text = _FIELD.sub("", _MATH.sub("", text))
+    if text.strip() in _SHORT_WORDS:
+        return True
     if re.search(r"\w_\w", text):
         return False
     if re.search(r"\d", text):
