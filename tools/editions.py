@@ -229,6 +229,7 @@ def serve(folder: pathlib.Path):
 def stamp(page: pathlib.Path) -> str:
     """What a printed page depends on: its HTML and every local file it loads."""
     h = hashlib.sha256(page.read_bytes())
+    h.update((_CHAPTERS_FIRST + FOOTER).encode())  # how it is printed, too
     text = page.read_text(encoding="utf-8", errors="replace")
     for ref in sorted(set(re.findall(r'(?:src|href)="([^"#?:]+)[^"]*"', text))):
         path = (page.parent / ref).resolve()
@@ -269,12 +270,40 @@ def print_deck(browser, url: str, target: pathlib.Path) -> None:
     _write(target, pdf)
 
 
+# The front page's toctrees hold the chapters two heading levels down (an h3 in the
+# section "Run the code"): lift them after the front page's section, each heading in it
+# raised as many levels, so that a chapter's title is an h1 and the PDF's outline
+# (built from the headings) lists the chapters at its first level.
+_CHAPTERS_FIRST = """() => {
+  const front = document.querySelector('div.body > section');
+  const wraps = [...front.querySelectorAll('.toctree-wrapper')].filter(
+    (w) => !w.parentElement.closest('.toctree-wrapper'));
+  let at = front;
+  for (const wrap of wraps) {
+    const first = wrap.querySelector('h1, h2, h3, h4, h5, h6');
+    const shift = first ? Number(first.tagName[1]) - 1 : 0;
+    at.after(wrap);
+    at = wrap;
+    const headings = wrap.querySelectorAll('h1, h2, h3, h4, h5, h6');
+    for (const old of shift > 0 ? headings : []) {
+      const heading = document.createElement('h' + (old.tagName[1] - shift));
+      for (const a of old.attributes) heading.setAttribute(a.name, a.value);
+      heading.innerHTML = old.innerHTML;
+      old.replaceWith(heading);
+    }
+  }
+  return wraps.length;
+}"""
+
+
 def print_book(browser, url: str, target: pathlib.Path) -> None:
-    """The single-page book as an A4 PDF with page numbers and an outline."""
+    """The single-page book as an A4 PDF with page numbers and an outline whose
+    first level is the chapters."""
     page = browser.new_page(viewport={"width": 1100, "height": 1400})
     try:
         page.goto(url, wait_until="load")
         page.wait_for_function(_BOOK_READY, timeout=300_000, polling=500)
+        page.evaluate(_CHAPTERS_FIRST)
         page.evaluate("document.fonts.ready")
         page.emulate_media(media="print")
         pdf = page.pdf(

@@ -134,7 +134,7 @@ def lay_out(
     shutil.copy(ROOT / "slides" / "static" / "slides.css", root / "slides" / "static")
     if tools:
         (root / "tools").mkdir()
-        for tool in ("book.py", "catalogues.py"):
+        for tool in ("book.py", "catalogues.py", "editions.py"):
             shutil.copy(ROOT / "tools" / tool, root / "tools" / tool)
     (docs / "glossary.rst").write_text(":orphan:\n\nGlossary\n========\n")
     api = docs / "api"

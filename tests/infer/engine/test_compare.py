@@ -94,7 +94,9 @@ def test_the_command_runs_the_smoke_comparison_and_prints_valid_json(tmp_path, c
     argv = ["bench", "engine", "--against", "transformers", "--out", str(out)]
     assert main([*argv, "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
-    assert [t["columns"][0] for t in shown] == ["output lengths", "server", "part"]
+    tables = shown["tables"].values()
+    assert [t["columns"][0] for t in tables] == ["output lengths", "server", "part"]
+    assert shown["result"]["same_tokens"]
     saved = results.load(config.KIND, "cpu", out)
     assert saved["same_tokens"] and saved["servers"]["runs"]["aiinfra serve"]
     assert saved["servers"]["runs"]["aiinfra serve"]["failed"] == 0
