@@ -96,7 +96,15 @@ const prefs = navigator.languages || [navigator.language];
 """
 
 
-def _env(lang: str) -> dict[str, str]:
+def _env(lang: str, threads: int | None = None) -> dict[str, str]:
+    """The environment of one sphinx-build; ``threads``: torch's intra-op threads.
+
+    Builds run side by side, one process per core: a process whose torch spreads
+    each operator over every core fights the others for them (on a loaded 2-core
+    machine the tiled attention of the models chapter ran 16 times slower with 2
+    threads than with 1), so each gets its share of the cores unless
+    ``OMP_NUM_THREADS`` is set already.
+    """
     env = dict(
         os.environ,
         AIINFRA_LANG=lang,
@@ -104,6 +112,8 @@ def _env(lang: str) -> dict[str, str]:
         SOURCE_DATE_EPOCH=os.environ.get("SOURCE_DATE_EPOCH", "1764547200"),
     )
     env.setdefault("MPLBACKEND", "Agg")
+    if threads is not None:
+        env.setdefault("OMP_NUM_THREADS", str(max(1, threads)))
     return env
 
 
@@ -163,8 +173,12 @@ def sphinx(
     fresh: bool = False,
     strict: bool = True,
     deck: tuple[str, ...] = (),
+    threads: int | None = None,
 ) -> tuple[int, str, float]:
-    """Run one sphinx-build; return its exit code, its output and its seconds."""
+    """Run one sphinx-build; return its exit code, its output and its seconds.
+
+    ``threads``: torch's threads in it (:func:`_env`; default: torch's own choice).
+    """
     cmd = [
         sys.executable,
         "-m",
@@ -173,7 +187,12 @@ def sphinx(
     ]
     t0 = time.perf_counter()
     proc = subprocess.run(
-        cmd, env=_env(lang), cwd=ROOT, capture_output=True, text=True, check=False
+        cmd,
+        env=_env(lang, threads),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     return proc.returncode, proc.stdout + proc.stderr, time.perf_counter() - t0
 
@@ -207,11 +226,14 @@ def build(
     # the decks, then the translations' books (no API pages: the shortest).
     outputs.sort(key=lambda o: (o[0] == "html" and o[1] != LANGS[0], o[0] != "html"))
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(outputs)))
+    threads = (os.cpu_count() or 1) // jobs  # torch's threads per build: its cores
     t0 = time.perf_counter()
     times, failed = {}, []
     with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
         futures = {
-            pool.submit(sphinx, b, lang, site_path(out, b, lang), fresh, True, deck): (
+            pool.submit(
+                sphinx, b, lang, site_path(out, b, lang), fresh, True, deck, threads
+            ): (
                 b,
                 lang,
             )
