@@ -9,7 +9,6 @@ import json
 import shutil
 
 import pytest
-
 from aiinfra import results
 from aiinfra.book.hardware import roofline
 from aiinfra.book.models import flash_attention

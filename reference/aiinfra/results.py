@@ -135,6 +135,11 @@ KINDS: dict[str, Kind] = {
     # Chinchilla's law refitted to the published runs, with a bootstrap
     # (scaling_laws.rst): the paper's 4,500 starts and 1,000 resamples, minutes.
     "scaling-fit": Kind("scaling-fit", ("aiinfra", "scaling", "--refit"), {"cpu": ()}),
+    # Tiny transformers models saved, loaded by Transformer.from_pretrained and
+    # compared: logits and greedy tokens (transformer.rst).
+    "hf-checkpoints": Kind(
+        "hf-checkpoints", ("aiinfra", "bench", "hf-checkpoints"), {"cpu": ()}
+    ),
     # Sharded, asynchronous and atomic checkpoints, data loading (checkpoints.rst).
     "storage": Kind("storage", ("aiinfra", "bench", "storage"), {"gloo": ()}),
     # What each reproducible hang prints and how long it takes to fail (hangs.rst).
