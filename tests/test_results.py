@@ -81,7 +81,8 @@ def test_nox_gets_one_command_per_kind_and_machine():
     assert [k for k, _ in cpu_kinds] == [
         *("collectives", "ring", "ddp", "zero", "attention", "moe", "decode"),
         *("phases", "engine", "speculative", "roofline", "quant-eval"),
-        *("distillation", "scaling-fit", "storage", "hangs", "restart", "container"),
+        *("distillation", "scaling-fit", "hf-checkpoints", "storage", "hangs"),
+        *("restart", "container"),
         "engine_hf",  # the engine against transformers
     ]
     for (kind, _), command in zip(cpu_kinds, cpu, strict=True):

@@ -152,8 +152,12 @@ def sphinx(
     fresh: bool = False,
     strict: bool = True,
     deck: tuple[str, ...] = (),
+    threads: int | None = None,
 ) -> tuple[int, str, float]:
-    """Run one sphinx-build; return its exit code, its output and its seconds."""
+    """Run one sphinx-build; return its exit code, its output and its seconds.
+
+    ``threads``: torch's threads in it (``languages.build_env``; None: torch's choice).
+    """
     cmd = [
         sys.executable,
         "-m",
@@ -163,7 +167,7 @@ def sphinx(
     t0 = time.perf_counter()
     proc = subprocess.run(
         cmd,
-        env=languages.build_env(lang),
+        env=languages.build_env(lang, threads),
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -201,11 +205,14 @@ def build(
     # the decks, then the translations' books (no API pages: the shortest).
     outputs.sort(key=lambda o: (o[0] == "html" and o[1] != LANGS[0], o[0] != "html"))
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(outputs)))
+    threads = (os.cpu_count() or 1) // jobs  # torch's threads per build: its cores
     t0 = time.perf_counter()
     times, failed = {}, []
     with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
         futures = {
-            pool.submit(sphinx, b, lang, site_path(out, b, lang), fresh, True, deck): (
+            pool.submit(
+                sphinx, b, lang, site_path(out, b, lang), fresh, True, deck, threads
+            ): (
                 b,
                 lang,
             )

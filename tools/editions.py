@@ -99,8 +99,11 @@ FLAGS = [
 # ---------------------------------------------------------------- Sphinx builds
 
 
-def sphinx_build(builder: str, lang: str, fresh: bool) -> tuple[int, str, float]:
-    """One editions build (``singlehtml`` or ``epub``) into build/editions/."""
+def sphinx_build(
+    builder: str, lang: str, fresh: bool, threads: int | None = None
+) -> tuple[int, str, float]:
+    """One editions build (``singlehtml`` or ``epub``) into build/editions/;
+    ``threads``: torch's threads in it (``languages.build_env``)."""
     out = WORK / f"{builder}-{lang}"
     # one doctree folder for both builders: the EPUB reads nothing again
     doctrees = BUILD / "doctrees" / f"editions-{lang}"
@@ -126,7 +129,7 @@ def sphinx_build(builder: str, lang: str, fresh: bool) -> tuple[int, str, float]
     t0 = time.perf_counter()
     proc = subprocess.run(
         cmd,
-        env=languages.build_env(lang),
+        env=languages.build_env(lang, threads),
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -437,12 +440,14 @@ def build(
     ]
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(langs)))
     failed = []
+    threads = (os.cpu_count() or 1) // jobs  # torch's threads per build: its cores
 
     def one_language(lang: str) -> list[tuple[str, int, str, float]]:
         # one after the other: they share the language's doctrees
         done = []
         for b in builders:
-            rc, log, seconds = sphinx_build(b, lang, fresh and b == builders[0])
+            first = fresh and b == builders[0]
+            rc, log, seconds = sphinx_build(b, lang, first, threads)
             done.append((b, rc, log, seconds))
         return done
 

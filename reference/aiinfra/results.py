@@ -8,7 +8,12 @@ kind on a backend is ``<data folder>/<kind>-<backend>.json``, e.g.
 stamp says where and when (date, CPU or GPU model, core count, load, versions, never
 the hostname), the body is whatever the benchmark measured (``config`` and ``rows``
 for most). ``nox -s bench`` loops over :data:`KINDS` on the CPU and ``nox -s gpu``
-over the GPU kinds; a kind missing on disk is an error that names its command.
+over the GPU kinds; a kind missing on disk is an error that names its command,
+except a GPU's (:func:`load_optional`): a page shows it where it exists.
+
+The folder is ``docs/_data/bench/`` in the repository, or ``$AIINFRA_RESULTS_DIR``
+when set (:func:`data_dir`): a reader's own runs, or a test's synthetic files (the
+book's cache keys on the repository's folder, so the book is built without it).
 """
 
 from __future__ import annotations
@@ -130,6 +135,11 @@ KINDS: dict[str, Kind] = {
     # Chinchilla's law refitted to the published runs, with a bootstrap
     # (scaling_laws.rst): the paper's 4,500 starts and 1,000 resamples, minutes.
     "scaling-fit": Kind("scaling-fit", ("aiinfra", "scaling", "--refit"), {"cpu": ()}),
+    # Tiny transformers models saved, loaded by Transformer.from_pretrained and
+    # compared: logits and greedy tokens (transformer.rst).
+    "hf-checkpoints": Kind(
+        "hf-checkpoints", ("aiinfra", "bench", "hf-checkpoints"), {"cpu": ()}
+    ),
     # Sharded, asynchronous and atomic checkpoints, data loading (checkpoints.rst).
     "storage": Kind("storage", ("aiinfra", "bench", "storage"), {"gloo": ()}),
     # What each reproducible hang prints and how long it takes to fail (hangs.rst).
@@ -316,3 +326,20 @@ def load(
             "them"
         )
     return json.loads(file.read_text())
+
+
+def load_optional(
+    kind: str, backend: str, path: str | Path | None = None
+) -> dict[str, Any] | None:
+    """:func:`load`, or ``None`` when the file does not exist.
+
+    For the results only some machines make (a GPU's, :data:`GPU_RUNS`): a book
+    page shows them beside the CPU's where the stamped file is committed and says
+    nothing extra where it is not.
+
+    Raises:
+        ValueError: unknown kind or backend.
+    """
+    _kind(kind, backend)
+    file = Path(path) if path is not None else results_path(kind, backend)
+    return load(kind, backend, file) if file.is_file() else None

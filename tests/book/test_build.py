@@ -227,3 +227,15 @@ def test_translation_status_page_counts_what_msgfmt_counts(site):
             missing,
         ], po.name
         assert re.fullmatch(r"\d{4}-\d\d-\d\d", row[6])
+
+
+def test_side_by_side_builds_share_the_cores_among_their_torch_threads(
+    book_tool, monkeypatch
+):
+    """Two builds on two cores: one torch thread each, unless the caller set one."""
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert book_tool.languages.build_env("en", 1)["OMP_NUM_THREADS"] == "1"
+    # one build alone: torch's own choice
+    assert "OMP_NUM_THREADS" not in book_tool.languages.build_env("en")
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert book_tool.languages.build_env("zh_CN", 1)["OMP_NUM_THREADS"] == "3"

@@ -335,6 +335,10 @@ def test_calc_role_and_table_directive_render_computed_values(tmp_path):
     .. aiinfra-table:: aiinfra.report:Table(["kind", "n"], [["ring", 1]], "N.", "s")
 
        Bus-bandwidth factors of :math:`p` ranks in ``fp16``.
+
+    .. aiinfra-table:: aiinfra.results:load_optional("roofline", "cuda", "/absent")
+
+       A GPU's results where a file exists: here none, so nothing at all.
     """
     out = _build(tmp_path, body)
     assert out.returncode == 0, out.stderr
@@ -347,6 +351,7 @@ def test_calc_role_and_table_directive_render_computed_values(tmp_path):
     assert 'class="math' in caption and '<code class="docutils literal' in caption
     assert '<p class="aiinfra-table-note">N.</p>' in html
     assert '<p class="aiinfra-table-note aiinfra-table-stamp">s</p>' in html
+    assert html.count("<table") == 1 and "nothing at all" not in html
 
 
 BROKEN = {  # the source of a broken computation -> what its error must name

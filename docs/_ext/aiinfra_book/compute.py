@@ -5,7 +5,9 @@
   ``aiinfra.book.models.flash_attention``) and inserts the formatted value, so prose
   cannot drift from the code. ``:calc:`aiinfra.x.y:expression``` evaluates it in
   another module of the package (:func:`split_target`): a value of another page.
-- ``.. aiinfra-table:: expression`` renders an :class:`aiinfra.report.Table`.
+- ``.. aiinfra-table:: expression`` renders an :class:`aiinfra.report.Table`; an
+  expression that gives ``None`` renders nothing (a GPU's results, shown only
+  where a stamped GPU file exists: :func:`aiinfra.results.load_optional`).
   What a reader reads as words is translatable: the caption, the column headers, the
   cells of the table's ``words`` columns (the row labels by default) that are words
   (:func:`is_words`) and the table's ``note``. Numbers and the computed ``stamp``
@@ -326,6 +328,8 @@ class TableDirective(SphinxDirective):
         target = self.arguments[0]
         try:
             table = evaluate_in(self, target)
+            if table is None:  # a result that exists only on some machines (a GPU's)
+                return []
             columns, rows = table.columns, table.rows
             note, stamp = table.note, getattr(table, "stamp", "")
             words = getattr(table, "words", (0,))

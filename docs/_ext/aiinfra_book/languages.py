@@ -304,11 +304,16 @@ def _edition(app, config) -> None:  # noqa: ANN001 - Sphinx's app and config
     activate(code, config.aiinfra_labels)
 
 
-def build_env(lang: str) -> dict[str, str]:
+def build_env(lang: str, threads: int | None = None) -> dict[str, str]:
     """The environment of one edition's ``sphinx-build`` (book, decks, PDF, EPUB).
 
     ``AIINFRA_LANG`` names the edition; a fixed hash seed and ``SOURCE_DATE_EPOCH``
     make two builds of the same sources write the same files; figures draw with Agg.
+    ``threads``: torch's intra-op threads. Builds run side by side, one process per
+    core: a process whose torch spreads each operator over every core fights the
+    others for them (on a loaded 2-core machine the tiled attention of the models
+    chapter ran 16 times slower with 2 threads than with 1), so each gets its share
+    of the cores unless ``OMP_NUM_THREADS`` is set already.
     """
     env = dict(
         os.environ,
@@ -317,6 +322,8 @@ def build_env(lang: str) -> dict[str, str]:
         SOURCE_DATE_EPOCH=os.environ.get("SOURCE_DATE_EPOCH", "1764547200"),
     )
     env.setdefault("MPLBACKEND", "Agg")
+    if threads is not None:
+        env.setdefault("OMP_NUM_THREADS", str(max(1, threads)))
     return env
 
 

@@ -6,6 +6,10 @@ attention over sequence lengths (:mod:`aiinfra.models.flash.bench`)::
     aiinfra bench attention --device cuda --causal --head-dim 128 \
         --passes forward,forward+backward --impl triton sdpa --out attention.json
 
+``aiinfra bench hf-checkpoints`` saves a tiny ``transformers`` model of each family,
+loads it with ``Transformer.from_pretrained`` and compares logits and greedy tokens
+(:mod:`aiinfra.models.hf.checkpoint_check`).
+
 ``aiinfra bench moe`` times the token loop, the masked per-expert loop and the
 grouped expert computation of a MoE layer (:mod:`aiinfra.models.moe.bench`).
 Both print their tables; ``--stamp`` stores the result as the book's data,
@@ -102,6 +106,29 @@ def run_bench_moe(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_bench_hf_checkpoints(parser: argparse.ArgumentParser) -> None:
+    """Flags of ``aiinfra bench hf-checkpoints``: the output flags only."""
+    add_output_flags(parser, measures=True)
+
+
+def run_bench_hf_checkpoints(args: argparse.Namespace) -> int:
+    """Save, load and compare a tiny model per family; print, store if asked."""
+    import transformers
+
+    from aiinfra.models.hf import checkpoint_check as check
+
+    res = save(
+        args,
+        check.KIND,
+        check.run_check(),
+        backend="cpu",
+        world_size=1,
+        extra_stamp={"transformers": transformers.__version__},
+    )
+    show(args, {"Checkpoints against transformers": check.equivalence_table(res)}, res)
+    return 0
+
+
 def add_list(parser: argparse.ArgumentParser) -> None:
     """Flags of ``aiinfra list``."""
     add_output_flags(parser)
@@ -164,6 +191,15 @@ COMMANDS = (
         add_bench_moe,
         run_bench_moe,
         runs=_moe_runs,
+    ),
+    Command(
+        "bench",
+        "hf-checkpoints",
+        "tiny transformers models saved and loaded here: logits and greedy tokens",
+        add_bench_hf_checkpoints,
+        run_bench_hf_checkpoints,
+        runs="one tiny model per family saved with save_pretrained, loaded with "
+        "Transformer.from_pretrained and compared; under a minute",
     ),
     Command(
         "list",

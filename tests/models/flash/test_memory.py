@@ -9,6 +9,7 @@ from aiinfra.models.flash.memory import (
     memory_curve,
     memory_figure,
     memory_table,
+    peak_and_saved_bytes,
     peak_bytes,
     saved_bytes,
     tiled,
@@ -52,6 +53,16 @@ def test_standard_attention_saves_the_n_by_n_probabilities():
     n, d = 96, 32
     assert saved_bytes(standard_attention, n, d) >= n * n * 4
     assert peak_bytes(standard_attention, n, d) >= 2 * n * n * 4  # S and P at once
+
+
+@pytest.mark.parametrize("fn", [standard_attention, tiled(32)])
+def test_one_pass_measures_what_the_two_separate_passes_do(fn):
+    """The book's curve measures both in one pass: the same bytes as apart."""
+    n, d = 96, 32
+    assert peak_and_saved_bytes(fn, n, d) == (
+        peak_bytes(fn, n, d),
+        saved_bytes(fn, n, d),
+    )
 
 
 def test_growth_exponent_recovers_the_power_behind_a_fixed_cost():

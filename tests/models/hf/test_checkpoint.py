@@ -6,9 +6,12 @@ import shutil
 import pytest
 import torch
 import transformers
+from aiinfra import results
 from aiinfra.models.hf.checkpoint_check import (
     FAMILIES,
+    KIND,
     equivalence_table,
+    run_check,
     tiny_hf_model,
 )
 from aiinfra.models.hf.weights import rotate_half_to_interleaved
@@ -190,8 +193,23 @@ def test_missing_files_are_named(llama_dir, tmp_path):
         Transformer.from_pretrained(tmp_path)
 
 
-def test_the_books_table_reports_agreement_for_every_family():
-    table = equivalence_table()
+def _agrees(res):
+    table = equivalence_table(res)
     assert [row[0] for row in table.rows] == list(FAMILIES)
     for family, _, diff, same in table.rows:
-        assert float(diff) < 1e-5 and same == "16 / 16", family
+        assert float(diff) < 1e-5 and same == "16 / 16", family  # fp32 rounding
+    return table
+
+
+def test_the_books_stamped_table_reports_agreement_for_every_family():
+    """The committed result (aiinfra bench hf-checkpoints --stamp) the book reads."""
+    res = results.load(KIND, "cpu")
+    assert {"date", "cpu", "transformers"} <= set(res["stamp"])
+    table = _agrees(res)
+    assert table.fields["transformers"] == res["stamp"]["transformers"]
+
+
+@pytest.mark.slow
+def test_the_check_run_now_agrees_for_every_family():
+    """What the command measures, run here: six checkpoints saved and loaded."""
+    _agrees(run_check())

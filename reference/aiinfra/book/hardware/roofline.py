@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import cache
 from typing import Any
 
@@ -88,6 +89,28 @@ def measured_figure() -> Figure:
 def kernel_table() -> Table:
     """The book's kernels: intensity, measured GFLOP/s, roof and share of it."""
     return rb.roofline_bench_table(_res())
+
+
+def measured_gpu_kernel_table() -> Table | None:
+    """The same kernels measured on a GPU, or ``None`` (nothing shown).
+
+    Shown where ``python tools/gpu.py run`` left a stamped file
+    (``roofline-cuda.json``): the GPU's own roofs and machine in the stamp.
+    """
+    res = results.load_optional("roofline", "cuda")
+    if res is None:
+        return None
+    r = res["roofs"]
+    on, fields = results.measured_on(res["stamp"])
+    fields |= {
+        "dtype": res["config"]["dtypes"][0],
+        "peak": f"{r['peak_flops'] / 1e12:.1f} TFLOP/s",
+        "bandwidth": f"{r['bandwidth'] / 1e12:.2f} TB/s",
+        "ridge": f"{r['ridge']:.0f} FLOP/byte",
+    }
+    # Numbers, units and a machine only: the same in every language.
+    stamp = "{dtype}; {peak}, {bandwidth}, {ridge}; " + on
+    return replace(rb.roofline_bench_table(res), stamp=stamp, fields=fields)
 
 
 def cpu_peak_gflops() -> float:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 
 from matplotlib.figure import Figure
 
+from aiinfra import results
+from aiinfra.models.flash import bench as attention_bench
 from aiinfra.models.flash import kernel_matmuls, steps
 from aiinfra.models.flash import memory as attention_memory
 from aiinfra.report import Table
@@ -98,3 +101,21 @@ def longest_measured_n() -> int:
 def tiled_saving_at_longest_n() -> float:
     """Standard over tiled peak memory at the longest sequence."""
     return _curve()["standard_peak"][-1] / _curve()["tiled_peak"][-1]
+
+
+def gpu_attention_table() -> Table | None:
+    """``aiinfra bench attention`` on a GPU, or ``None`` (nothing shown).
+
+    Shown where ``python tools/gpu.py run`` left a stamped file
+    (``attention-cuda.json``): time, memory and TFLOP/s per implementation.
+    """
+    res = results.load_optional("attention", "cuda")
+    if res is None:
+        return None
+    c = res["config"]
+    on, fields = results.measured_on(res["stamp"])
+    # Numbers and a machine only: the same in every language.
+    stamp = "{dtype}, B = {batch}, H = {heads}, d = {head_dim}; " + on
+    fields |= {k: c[k] for k in ("dtype", "batch", "heads", "head_dim")}
+    table = attention_bench.attention_table(res)
+    return replace(table, stamp=stamp, fields=fields, words=())  # impl: code names

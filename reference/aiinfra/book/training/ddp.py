@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 
 import torch
 import torch.distributed as dist
 from matplotlib.figure import Figure
 from torch.nn.parallel import distributed as torch_ddp
 
+from aiinfra import results
 from aiinfra.models.presets import preset
 from aiinfra.models.transformer import Transformer
 from aiinfra.parallel.data import bench as ddp_bench
@@ -62,8 +64,35 @@ def ddp_step_time_figure() -> Figure:
 
 
 def ddp_results_table() -> Table:
-    """Median step time per variant and bucket size."""
-    return ddp_bench.results_table()
+    """Median step time per variant and bucket size, and a GPU's beside them.
+
+    Where ``python tools/gpu.py run`` left a stamped file (``ddp-nccl.json``), its
+    step times fill two more columns (``-`` for a pair it did not measure) and its
+    machine ends the stamp.
+    """
+    table = ddp_bench.results_table()
+    gpu = results.load_optional("ddp", "nccl")
+    if gpu is None:
+        return table
+    ddp = ddp_bench.step_time_ms("torch DDP", backend="nccl")
+    step = {(r["impl"], r["bucket_mib"]): 1e3 * r["step_s"] for r in gpu["rows"]}
+    rows = []
+    for row in table.rows:
+        ms = step.get((row[0], row[1]))
+        cells = ["-", "-"] if ms is None else [round(ms, 2), round(ms / ddp, 2)]
+        rows.append([*row, *cells])
+    on, fields = results.measured_on(gpu["stamp"])
+    fields = {f"gpu_{k}": v for k, v in fields.items()}
+    fields["gpu_ranks"] = gpu["stamp"]["world_size"]
+    gpu_on = on.replace("{", "{gpu_")
+    stamp = f"{table.stamp}; GPU: {gpu_on}, {{gpu_ranks}} nccl rank(s)"
+    return replace(
+        table,
+        columns=[*table.columns, "GPU step (ms)", "GPU / DDP"],
+        rows=rows,
+        stamp=stamp,
+        fields=table.fields | fields,
+    )
 
 
 def bucketed_over_ddp() -> float:

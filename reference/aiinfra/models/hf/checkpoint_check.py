@@ -6,7 +6,9 @@ at random (norm gains and biases included, so that a misplaced one shows), saved
 with ``save_pretrained`` and loaded back into this package. Both models then score
 the same prompt, and both decode greedily, ``transformers`` with ``generate`` and
 this package with its own KV caches (:func:`generate_greedy`). The models are tiny
-(two layers of width 64), so the check runs in seconds on a CPU, in fp32.
+(two layers of width 64), in fp32 on a CPU. ``aiinfra bench hf-checkpoints`` runs
+the check (:func:`run_check`) and prints the table; ``--stamp`` stores the result
+(:data:`KIND`) that the book's table reads, so the book never saves a checkpoint.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import torch
 import transformers
 from torch import nn
 
+from aiinfra import results
 from aiinfra.models.transformer import Transformer, generate_greedy
 from aiinfra.report import Table
 
@@ -64,6 +67,7 @@ FAMILIES: dict[str, tuple[str, dict]] = {
     "GPT-2": ("GPT2LMHeadModel", {}),
 }
 PROMPT_LEN, NEW_TOKENS = 12, 8  # a window of 5 is shorter than the prompt
+KIND = "hf-checkpoints"  # its kind of aiinfra.results
 
 
 def tiny_hf_model(class_name: str, seed: int = 0, **overrides: object) -> nn.Module:
@@ -126,14 +130,46 @@ def compare(
     return diff, int((ours == theirs)[:, prompt_len:].sum())
 
 
-def equivalence_table() -> Table:
-    """Max logit difference and equal greedy tokens, one row per family."""
+def run_check() -> dict:
+    """Save, load and compare one tiny model of each family (:func:`compare`).
+
+    Returns:
+        The body of a ``hf-checkpoints`` result (:data:`KIND`): ``config`` (the
+        models' sizes, the prompt, the new tokens, Mistral's window) and one row
+        per family: ``family``, ``class``, ``max_logit_diff``, ``equal_tokens``.
+    """
     rows = []
     for family, (class_name, overrides) in FAMILIES.items():
         with tempfile.TemporaryDirectory() as directory:
             diff, same = compare(tiny_hf_model(class_name, **overrides), directory)
-        rows.append([family, class_name, f"{diff:.1e}", f"{same} / {2 * NEW_TOKENS}"])
-    layers, width = _SIZES["num_hidden_layers"], _SIZES["hidden_size"]
+        rows.append(
+            {"family": family, "class": class_name}
+            | {"max_logit_diff": diff, "equal_tokens": same}
+        )
+    config = {
+        "layers": _SIZES["num_hidden_layers"],
+        "width": _SIZES["hidden_size"],
+        "prompt_len": PROMPT_LEN,
+        "new_tokens": NEW_TOKENS,
+        "prompts": 2,
+        "window": FAMILIES["Mistral"][1]["sliding_window"],
+    }
+    return {"config": config, "rows": rows}
+
+
+def equivalence_table(res: dict) -> Table:
+    """Max logit difference and equal greedy tokens, one row per family.
+
+    Args:
+        res: a result of :func:`run_check`, stamped (:func:`aiinfra.results.load`
+            of :data:`KIND`) or not.
+    """
+    c = res["config"]
+    rows = [
+        [r["family"], r["class"], f"{r['max_logit_diff']:.1e}"]
+        + [f"{r['equal_tokens']} / {c['prompts'] * c['new_tokens']}"]
+        for r in res["rows"]
+    ]
     note = (
         "Random models built with transformers, saved with save_pretrained and "
         "loaded with Transformer.from_pretrained. Logits in fp32 over two prompts; "
@@ -149,12 +185,16 @@ def equivalence_table() -> Table:
         "each; Mistral's window {window} tokens"
     )
     fields = {
-        "layers": layers,
-        "width": width,
-        "prompt": PROMPT_LEN,
-        "new": NEW_TOKENS,
-        "window": FAMILIES["Mistral"][1]["sliding_window"],
+        "layers": c["layers"],
+        "width": c["width"],
+        "prompt": c["prompt_len"],
+        "new": c["new_tokens"],
+        "window": c["window"],
     }
+    if "stamp" in res:  # measured: where, when, with which transformers
+        on, where = results.measured_on(res["stamp"])
+        stamp += "; " + on + "; transformers {transformers}"
+        fields |= where | {"transformers": res["stamp"].get("transformers", "?")}
     return Table(
         ["family", "transformers class", "max |logit difference|", "equal tokens"],
         rows,
