@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 
 from aiinfra.accelerators import GPUS
 from aiinfra.plan import figures as plan_figures
-from aiinfra.plan.job import INTER_NODE, NVLINK_BYTES_PER_S, Job
+from aiinfra.plan.job import INTER_NODE, Job, intra_node_link
 from aiinfra.plan.mesh import MeshLayout
 from aiinfra.plan.report import plan_table
 from aiinfra.plan.search import Plan, plan, valid_layouts
@@ -42,7 +42,7 @@ PLAN_TABLE_CASE, PLAN_TABLE_TOP = "70b-64", 5  # the table of the command's outp
 
 def plan_nvlink_gbps() -> float:
     """The H100's NVLink per direction, GB/s (the planner's intra-node link)."""
-    return NVLINK_BYTES_PER_S[PLAN_GPU] / 1e9
+    return 1 / intra_node_link(PLAN_GPU).beta / 1e9
 
 
 def plan_nic_gbps() -> float:

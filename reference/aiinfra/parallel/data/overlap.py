@@ -49,11 +49,12 @@ class Link:
 
 
 H100_BF16_FLOPS = GPUS["H100"].bf16_flops  # dense, the book's GPU spec table
-H100_LINKS = {
-    "nvlink": Link("H100, NVLink 4", H100_BF16_FLOPS, 900e9 / 2, LINKS["nvlink"].alpha),
-    "nic400": Link(
-        "H100, one 400G NIC", H100_BF16_FLOPS, 400e9 / 8, LINKS["ib400"].alpha
-    ),
+H100_LINKS = {  # the links of the one table, :data:`aiinfra.comm.cost.LINKS`
+    key: Link(name, H100_BF16_FLOPS, 1 / LINKS[link].beta, LINKS[link].alpha)
+    for key, name, link in (
+        ("nvlink", "H100, NVLink 4", "h100-nvlink"),
+        ("nic400", "H100, one 400G NIC", "ib400"),
+    )
 }
 
 
