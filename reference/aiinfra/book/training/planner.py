@@ -126,6 +126,19 @@ def plan_best_term(case: str, term: str) -> float:
     return t.step if term == "step" else getattr(t, term)
 
 
+def plan_best_size(case: str, dim: str) -> int:
+    """One size of the first choice's layout (``"cp"``: its context-parallel ranks)."""
+    return getattr(_plan_best(case).layout, dim)
+
+
+def plan_layout_term(case: str, tp: int, cp: int, term: str) -> float:
+    """One step term, seconds, of the best-ranked layout with this ``tp`` and ``cp``."""
+    plan = next(
+        p for p in _plan_case_plans(case) if (p.layout.tp, p.layout.cp) == (tp, cp)
+    )
+    return getattr(plan.time, term)
+
+
 def _is_table4(p: Plan) -> bool:
     lay = p.layout
     return (lay.dp, lay.tp, lay.pp, lay.cp) == tuple(
