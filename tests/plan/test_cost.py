@@ -13,6 +13,8 @@ the book's 1 us latency and 1 ps/B reduction cost.
 from __future__ import annotations
 
 import pytest
+from aiinfra.comm.cost import LINKS
+from aiinfra.models.params import count_parameters
 from aiinfra.models.presets import preset
 from aiinfra.parallel.context.cost import AttentionShape, ring_bytes
 from aiinfra.plan.cost import step_time
@@ -94,3 +96,26 @@ def test_ring_attention_is_exposed_only_beyond_the_attention_compute():
     # Inside one node (cp = 8 on NVLink) the blocks hide behind attention.
     inside = Job(preset("llama-3-8b"), "H100", 8, 2**20, 8192)
     assert step_time(inside, Layout(1, 1, 1, 8, 1, 1)).cp == 0
+
+
+def test_fp32_gradients_are_reduced_at_four_bytes():
+    # Llama 3 (Dubey et al. 2024, Sec. 3.3.2) accumulates gradients and
+    # reduce-scatters them in FP32 across data-parallel workers. Hand count, 64
+    # GPUs on 8 nodes, ZeRO-2: Psi / (pp tp) gradients reduce-scattered after
+    # each of m micro-batches over the 64 ranks (network), bf16 parameters
+    # gathered once; only the reduce-scatters double with fp32.
+    cfg = preset("llama-3-8b")
+    layout = Layout(dp=64, tp=1, pp=1, cp=1, zero=2, micro_batch=1)
+    times = {}
+    for dtype in ("bf16", "fp32"):
+        job = Job(cfg, "H100", 64, 2**20, 8192, exposed=1.0, grad_dtype=dtype)
+        times[dtype] = step_time(job, layout).dp
+    psi = count_parameters(cfg).total
+    m = 2**20 // 8192 // 64
+    link = LINKS["ib400"]
+    scatter = {  # each of the 63 steps sends and reduces 1/64 of the gradients
+        w: 63 * (link.alpha + psi * w / 64 * (link.beta + link.gamma)) for w in (2, 4)
+    }
+    gather = 63 * (link.alpha + psi * 2 / 64 * link.beta)
+    assert times["bf16"] == pytest.approx(m * scatter[2] + gather, rel=1e-6)
+    assert times["fp32"] == pytest.approx(m * scatter[4] + gather, rel=1e-6)
