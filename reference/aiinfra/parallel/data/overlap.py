@@ -59,7 +59,12 @@ H100_LINKS = {  # the links of the one table, :data:`aiinfra.comm.cost.LINKS`
 
 
 def overlap_tokens(link: Link, n_ranks: int, grad_bytes: int = 2) -> float:
-    """tau*: tokens per GPU per step at which the all-reduce time equals backward's.
+    """tau*: tokens per GPU in the backward the all-reduce overlaps, at equal times.
+
+    Without accumulation that backward is the step's; under ``no_sync()`` with k
+    micro-batches the all-reduce starts only in the last micro-batch's backward,
+    so tau counts one micro-batch's tokens per replica
+    (:func:`overlap_tokens_per_step`).
 
     Args:
         link: the GPU and its link.
@@ -81,6 +86,22 @@ def overlap_tokens(link: Link, n_ranks: int, grad_bytes: int = 2) -> float:
     t_star = ring_bytes * link.flops / (backward_flops_per_token * link.bandwidth)
     # endregion
     return t_star
+
+
+def overlap_tokens_per_step(
+    link: Link, n_ranks: int, micro_batches: int, grad_bytes: int = 2
+) -> float:
+    """Tokens per GPU per step that hide the all-reduce with k micro-batches.
+
+    Under ``no_sync()`` the first k - 1 backward passes send nothing and the
+    all-reduce overlaps only the last one, so each micro-batch must bring tau*:
+    k tau* tokens per step.
+
+    Raises:
+        ValueError: ``micro_batches`` < 1, or as :func:`overlap_tokens`.
+    """
+    k = checks.positive_int("micro_batches", micro_batches)
+    return k * overlap_tokens(link, n_ranks, grad_bytes)
 
 
 def comm_over_backward(tokens: float, link: Link, n_ranks: int) -> float:
