@@ -13,7 +13,10 @@ the book's 1 us latency and 1 ps/B reduction cost.
 from __future__ import annotations
 
 import pytest
+from aiinfra.comm.cost import LINKS
+from aiinfra.models.params import count_parameters
 from aiinfra.models.presets import preset
+from aiinfra.parallel.context.cost import AttentionShape, ring_bytes
 from aiinfra.plan.cost import step_time
 from aiinfra.plan.job import Job, Layout
 
@@ -75,13 +78,44 @@ def test_zero3_moves_more_than_zero1_and_exposure_has_a_floor():
 def test_ring_attention_is_exposed_only_beyond_the_attention_compute():
     # Llama 3 8B, one sequence per micro-batch, cp = 16 over two nodes: the
     # K and V blocks of 512 tokens x 8 KV heads x 128 travel 15 times on the
-    # network (5 us, 50 GB/s); one layer's attention is 12 H d T FLOPs per token.
+    # network (5 us, 50 GB/s) forward; backward again, plus dK, dV as fp32
+    # accumulators 16 hops. One layer's causal attention is half of 12 H d T
+    # FLOPs per token.
     job = Job(preset("llama-3-8b"), "H100", 16, 2**20, 8192)  # 128 sequences
     t = step_time(job, Layout(dp=1, tp=1, pp=1, cp=16, zero=1, micro_batch=1))
-    send = 15 * (5e-6 + 2 * 512 * 8 * 128 * 2 / 50e9)
-    attention = 12 * 32 * 128 * 8192 * 512 / (0.6 * H100_BF16)  # forward + backward
-    per_layer = (send - attention / 3) + (2 * send - 2 * attention / 3)
+    kv = 2 * 512 * 8 * 128
+    forward = 15 * (5e-6 + kv * 2 / 50e9)
+    backward = forward + 16 * (5e-6 + kv * 4 / 50e9)
+    attention = 12 * 32 * 128 * 8192 * 512 / 2 / (0.6 * H100_BF16)  # F + B, causal
+    per_layer = (forward - attention / 3) + (backward - 2 * attention / 3)
     assert t.cp == pytest.approx(32 * 128 * per_layer)  # L layers, m = 128
+    # The bytes are the context-parallel page's ring_bytes (3.3x forward at 8).
+    bytes_ = ring_bytes(AttentionShape(1, 32, 8, 128), 8192, 16)
+    assert bytes_["forward"] == 15 * kv * 2
+    assert bytes_["backward"] == 15 * kv * 2 + 16 * kv * 4
     # Inside one node (cp = 8 on NVLink) the blocks hide behind attention.
     inside = Job(preset("llama-3-8b"), "H100", 8, 2**20, 8192)
     assert step_time(inside, Layout(1, 1, 1, 8, 1, 1)).cp == 0
+
+
+def test_fp32_gradients_are_reduced_at_four_bytes():
+    # Llama 3 (Dubey et al. 2024, Sec. 3.3.2) accumulates gradients and
+    # reduce-scatters them in FP32 across data-parallel workers. Hand count, 64
+    # GPUs on 8 nodes, ZeRO-2: Psi / (pp tp) gradients reduce-scattered after
+    # each of m micro-batches over the 64 ranks (network), bf16 parameters
+    # gathered once; only the reduce-scatters double with fp32.
+    cfg = preset("llama-3-8b")
+    layout = Layout(dp=64, tp=1, pp=1, cp=1, zero=2, micro_batch=1)
+    times = {}
+    for dtype in ("bf16", "fp32"):
+        job = Job(cfg, "H100", 64, 2**20, 8192, exposed=1.0, grad_dtype=dtype)
+        times[dtype] = step_time(job, layout).dp
+    psi = count_parameters(cfg).total
+    m = 2**20 // 8192 // 64
+    link = LINKS["ib400"]
+    scatter = {  # each of the 63 steps sends and reduces 1/64 of the gradients
+        w: 63 * (link.alpha + psi * w / 64 * (link.beta + link.gamma)) for w in (2, 4)
+    }
+    gather = 63 * (link.alpha + psi * 2 / 64 * link.beta)
+    assert times["bf16"] == pytest.approx(m * scatter[2] + gather, rel=1e-6)
+    assert times["fp32"] == pytest.approx(m * scatter[4] + gather, rel=1e-6)

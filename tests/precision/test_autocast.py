@@ -1,8 +1,19 @@
-"""Autocast's dtypes, measured, against the op lists of PyTorch's AMP documentation."""
+"""Autocast's dtypes, measured, against the op lists of torch's source and docs.
+
+Ground truth for the CUDA column: the op lists torch itself compiles, the macros of
+the installed ``ATen/autocast_mode.h``; for the CPU column: the AMP documentation's
+CPU lists and a measurement.
+"""
 
 import pytest
 import torch
-from aiinfra.precision.autocast import CUDA_LIST, autocast_dtypes, autocast_table
+from aiinfra.precision.autocast import (
+    ATEN_OPS,
+    CUDA_LIST,
+    autocast_dtypes,
+    autocast_table,
+    torch_autocast_lists,
+)
 
 # https://pytorch.org/docs/stable/amp.html, "CPU Ops that can autocast to bfloat16"
 # (conv1d, bmm, mm, linear, matmul, ...) and "CPU Ops that can autocast to float32"
@@ -37,6 +48,27 @@ def test_cuda_autocast_follows_the_documented_cuda_lists():
     for name, listed in CUDA_LIST.items():
         expected = TO_DTYPE.get(listed, CPU_EXPECTED[name])
         assert measured[name] == expected, name
+
+
+def test_the_cuda_column_is_torchs_own_lists():
+    try:
+        lists = torch_autocast_lists()
+    except FileNotFoundError:
+        pytest.skip("this torch build ships no ATen headers")
+    listed = set().union(*lists.values())
+    for name, label in CUDA_LIST.items():
+        ops = ATEN_OPS.get(name, (name,))
+        if label == "low precision":
+            assert all(op in lists["low precision"] for op in ops), name
+        elif label.startswith("float32"):
+            assert all(op in lists["float32"] for op in ops), name
+            assert (name in listed) == (name not in ATEN_OPS), name
+        else:  # relu, add: on no list; add's fp32 is type promotion
+            assert label.startswith("on no list"), name
+            assert not any(op in listed for op in ops), name
+    assert torch.result_type(torch.ones(1, dtype=torch.bfloat16), torch.ones(1)) == (
+        torch.float32
+    )
 
 
 def test_autocast_dtypes_rejects_bad_input():

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from aiinfra import checks
+from aiinfra.accelerators import GPUS
 from aiinfra.report import Table
 
 
@@ -44,15 +45,27 @@ class LinkModel:
 
 Link = LinkModel | str  # a model, or the name of a preset in LINKS
 
-#: The links the book prices. Illustrative round numbers, not measurements: an
-#: NVLink-class link inside a node (1 us per message, 200 GB/s per direction) and a
-#: 400 / 100 Gb/s NIC between nodes (5 us; 50 / 12.5 GB/s); gamma = 1 ps/B is a GPU
-#: adding two vectors from HBM at about 1 TB/s.
+#: The links the book prices, the one table every module and page reads by name.
+#: ``nvlink``, ``ib400``, ``ib100``: the communication chapter's illustrative round
+#: numbers, not measurements: an NVLink-class link inside a node (1 us per message,
+#: 200 GB/s per direction) and a 400 / 100 Gb/s NIC between nodes (5 us; 50 / 12.5
+#: GB/s); gamma = 1 ps/B is a GPU adding two vectors from HBM at about 1 TB/s.
+#: ``<gpu>-nvlink`` (``h100-nvlink``, ...): that GPU's own NVLink, half the
+#: both-directions bandwidth of its datasheet (:data:`aiinfra.accelerators.GPUS`:
+#: 450 GB/s each way for the H100's NVLink 4), with the same alpha and gamma; the
+#: training chapter prices every intra-node collective on these.
 LINKS: dict[str, LinkModel] = {
     "nvlink": LinkModel(alpha=1e-6, beta=1 / 200e9, gamma=1e-12, name="nvlink"),
     "ib400": LinkModel(alpha=5e-6, beta=1 / 50e9, gamma=1e-12, name="ib400"),
     "ib100": LinkModel(alpha=5e-6, beta=1 / 12.5e9, gamma=1e-12, name="ib100"),
 }
+for _gpu, _spec in GPUS.items():
+    LINKS[f"{_gpu.lower()}-nvlink"] = LinkModel(
+        alpha=1e-6,
+        beta=2 / _spec.scale_up_bandwidth,  # both directions -> one
+        gamma=1e-12,
+        name=f"{_gpu.lower()}-nvlink",
+    )
 
 
 def get_link(link: Link) -> LinkModel:

@@ -16,9 +16,11 @@ A step is priced per GPU as a sum of terms, each from a model the book derives:
   parallelism turns each into a reduce-scatter and an all-gather of the same ring
   cost.
 - context parallelism: ring attention passes the K and V blocks, b (T / cp)
-  (G / tp) d values each, cp - 1 times forward and twice that backward (the
-  gradients of K and V travel back); only what exceeds the layer's attention
-  compute is exposed.
+  (G / tp) d bf16 values each, cp - 1 times forward; backward passes them again
+  and sends the fp32 dK, dV accumulators cp hops (the context-parallel page's
+  :func:`aiinfra.parallel.context.cost.ring_bytes`, 3.3x forward's bytes at
+  cp = 8). Only what exceeds the layer's causal attention compute (half the
+  T x T scores, zig-zag balanced) is exposed.
 - pipeline sends: b (T / cp) h / tp activations (sequence-parallel shards) per
   stage boundary; the fill and the drain, 2 (pp - 1) sends, are exposed.
 - data parallelism: the gradients of the rank's Psi / (pp tp) parameters over
@@ -55,6 +57,8 @@ from aiinfra.plan.job import INTER_NODE, Job, Layout, intra_node_link
 from aiinfra.plan.mesh import MeshLayout
 
 BF16 = 2  # bytes per activation and per parameter
+ACCUMULATOR = 4  # bytes of a dK / dV accumulator element sent in ring backward (fp32)
+CAUSAL_SHARE = 0.5  # a causal mask computes half the scores (zig-zag balanced)
 
 
 @dataclass(frozen=True)
@@ -171,11 +175,15 @@ def step_time(job: Job, layout: Layout) -> StepTime:
     t_cp = 0.0
     if cp > 1:
         link = _link(job, crosses["cp"])
-        n_kv = 2 * tokens * (cfg.n_kv_heads // tp) * cfg.head_dim * BF16  # K and V
-        send = (cp - 1) * (link.alpha + n_kv * link.beta)
-        attn = attention / cfg.n_layers * tokens / tp / rate  # one layer's, F + B
-        exposed_f = max(0.0, send - attn / 3)  # forward: K, V around the ring
-        exposed_b = max(0.0, 2 * send - 2 * attn / 3)  # backward: and dK, dV
+        kv = 2 * tokens * (cfg.n_kv_heads // tp) * cfg.head_dim  # K and V elements
+        hop = link.alpha + kv * BF16 * link.beta
+        hop_acc = link.alpha + kv * ACCUMULATOR * link.beta  # dK, dV in fp32
+        send_f = (cp - 1) * hop  # forward: K, V around the ring
+        send_b = (cp - 1) * hop + cp * hop_acc  # backward: K, V again; dK, dV home
+        # one layer's attention, forward + backward, causal: half the T x T square
+        attn = CAUSAL_SHARE * attention / cfg.n_layers * tokens / tp / rate
+        exposed_f = max(0.0, send_f - attn / 3)
+        exposed_b = max(0.0, send_b - 2 * attn / 3)
         t_cp = layers * m * (exposed_f + exposed_b)
 
     t_pp = 0.0

@@ -25,16 +25,16 @@ from aiinfra.memory.activations import ATTENTION, RECOMPUTE
 from aiinfra.memory.model_states import GRADIENT_LAYOUTS
 from aiinfra.models.config import TransformerConfig
 
-# NVLink per GPU, each direction: A100 NVLink 3 600 GB/s and H100/H200 NVLink 4
-# 900 GB/s "total" (both directions) in NVIDIA's datasheets; FACTS.md, Hardware.
-NVLINK_BYTES_PER_S = {"A100": 300e9, "H100": 450e9, "H200": 450e9}
 INTER_NODE = LINKS["ib400"]  # one 400 Gb/s NIC per GPU: 50 GB/s, 5 us
 
 
 def intra_node_link(gpu: str) -> LinkModel:
-    """The NVLink of ``gpu`` in the alpha-beta model (alpha of ``LINKS["nvlink"]``)."""
-    nvlink = LINKS["nvlink"]
-    return LinkModel(nvlink.alpha, 1 / NVLINK_BYTES_PER_S[gpu], nvlink.gamma, "nvlink")
+    """The NVLink of ``gpu`` from the one table of links (``LINKS["h100-nvlink"]``).
+
+    Per direction, half of the datasheet's both-directions figure: A100 NVLink 3
+    600 GB/s, H100/H200 NVLink 4 900 GB/s (FACTS.md, Hardware).
+    """
+    return LINKS[f"{gpu.lower()}-nvlink"]
 
 
 @dataclass(frozen=True, eq=False)  # hashed by identity: a search caches per job
@@ -79,7 +79,7 @@ class Job:
             raise TypeError(
                 f"model must be a TransformerConfig, got {type(self.model).__name__}"
             )
-        if self.gpu not in GPUS or self.gpu not in NVLINK_BYTES_PER_S:
+        if self.gpu not in GPUS or f"{str(self.gpu).lower()}-nvlink" not in LINKS:
             raise ValueError(f"gpu must be one of {sorted(GPUS)}, got {self.gpu!r}")
         for name in ("gpus", "global_batch", "seq", "gpus_per_node"):
             checks.positive_int(name, getattr(self, name))

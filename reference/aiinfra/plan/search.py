@@ -10,7 +10,11 @@ A layout is valid when the sizes fit the model, the batch and the machine:
   ceil(L / pp) layers, so Llama 3 405B's 126 layers can run on 16 stages);
 - dp divides the sequences of the step, B = global batch / T, and b (at most
   :data:`MAX_MICRO_BATCH`) divides B / dp, giving m = B / (dp b) micro-batches;
-- v > 1 (interleaved 1F1B) needs pp > 1 and v dividing the stage's layers;
+- v > 1 (interleaved 1F1B) needs pp > 1, v dividing the stage's layers and m a
+  multiple of pp (Megatron-LM's rounds of pp micro-batches, and
+  :func:`aiinfra.parallel.pipeline.schedules.interleaved_1f1b`): only there is the
+  bubble (pp - 1) / (v m), which the cost model prices; with m < pp a replay of
+  the schedule shows a far larger one;
 - ZeRO stages 1-3 need a shard group of more than one rank.
 
 It is feasible when the stage's memory (:mod:`aiinfra.plan.stage_memory`) fits in
@@ -101,6 +105,8 @@ def valid_layouts(job: Job) -> list[Layout]:
         for zero, b, v, recompute in itertools.product(
             zeros, micro, chunks, job.recompute_choices
         ):
+            if v > 1 and (per_replica // b) % pp:  # m not in rounds of pp
+                continue
             out.append(Layout(dp, tp, pp, cp, zero, b, recompute, v))
     return out
 

@@ -6,7 +6,9 @@ the lower-precision list (matmuls, linear, convolutions) run in bf16 or fp16, wh
 tensor cores are fast and the fp32 accumulation inside them keeps the sum accurate;
 ops in the fp32 list (on CUDA: softmax, log-softmax, norms, sums, exp/log, the
 losses) run in fp32, because they sum many terms or grow small differences; every
-other op runs in the dtype of its inputs, with the usual type promotion. The lists
+other op runs in the dtype of its inputs, with the usual type promotion (``add``
+of a bf16 activation and an fp32 bias gives fp32 though ``add`` is on no list). The
+CUDA lists are read from torch's own source (:func:`torch_autocast_lists`). The lists
 differ by device: on CPU the fp32 list holds the losses but not softmax or the norms.
 Here each op gets the bf16 output of a linear layer, as in a model, and the output
 dtype it produces under autocast is read back.
@@ -14,15 +16,21 @@ dtype it produces under autocast is read back.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
 from aiinfra.report import Table
 
-# The CUDA autocast lists of PyTorch's AMP documentation ("CUDA Ops that can
-# autocast to float16" / "to float32"): what the same op does on a GPU.
+# Where each op stands in the CUDA autocast lists, as torch's own source defines
+# them (ATen/autocast_mode.h: AT_FORALL_LOWER_PRECISION_FP, AT_FORALL_FP32,
+# AT_FORALL_FP32_SET_OPT_DTYPE; :func:`torch_autocast_lists` reads them).
+# cross_entropy is on no list itself: it runs log_softmax and nll_loss, both fp32.
+# relu and add are on no list: they run in their inputs' dtype, and bf16 + fp32
+# gives fp32 by ordinary type promotion.
 CUDA_LIST = {
     "linear": "low precision",
     "matmul": "low precision",
@@ -32,11 +40,46 @@ CUDA_LIST = {
     "layer_norm": "float32",
     "sum": "float32",
     "exp": "float32",
-    "cross_entropy": "float32",
+    "cross_entropy": "float32 through the ops it calls",
     "mse_loss": "float32",
-    "relu": "input dtype",
-    "add (fp32 bias)": "widest input",
+    "relu": "on no list: the input dtype",
+    "add (fp32 bias)": "on no list: type promotion",
 }
+#: The ATen ops behind a row whose op autocast sees by another name.
+ATEN_OPS = {"cross_entropy": ("log_softmax", "nll_loss"), "add (fp32 bias)": ("add",)}
+#: The macros of ATen/autocast_mode.h that list the ops, by policy.
+AUTOCAST_MACROS = {
+    "low precision": ("AT_FORALL_LOWER_PRECISION_FP",),
+    "float32": ("AT_FORALL_FP32", "AT_FORALL_FP32_SET_OPT_DTYPE"),
+    "promote": ("AT_FORALL_PROMOTE",),
+}
+
+
+def torch_autocast_lists(header: Path | None = None) -> dict[str, frozenset[str]]:
+    """The op lists of torch's autocast, read from the installed ATen header.
+
+    Args:
+        header: ``ATen/autocast_mode.h``; default: the one shipped with torch.
+
+    Returns:
+        Policy (``"low precision"``, ``"float32"``, ``"promote"``) to op names.
+
+    Raises:
+        FileNotFoundError: the header is not installed.
+    """
+    if header is None:
+        header = Path(torch.__file__).parent / "include/ATen/autocast_mode.h"
+    text = header.read_text()
+    out = {}
+    for policy, macros in AUTOCAST_MACROS.items():
+        ops: set[str] = set()
+        for macro in macros:
+            body = re.search(rf"#define {macro}\(_\)(.*?)\n\n", text, re.S)
+            if body is None:
+                raise ValueError(f"{header} has no {macro}")
+            ops |= set(re.findall(r"_\((\w+)", body.group(1)))
+        out[policy] = frozenset(ops)
+    return out
 
 
 def _ops(device: str) -> dict[str, Callable[[], torch.Tensor]]:
@@ -102,6 +145,6 @@ def autocast_table() -> Table:
         columns=["op (input: a linear's output)", "CPU output (measured)", "CUDA list"],
         rows=rows,
         note="Under torch.autocast with bfloat16; the CUDA column is the list the op "
-        "belongs to in PyTorch's AMP documentation.",
+        "belongs to in torch's source (ATen/autocast_mode.h, as the tests read it).",
         stamp=f"PyTorch {torch.__version__.split('+')[0]}",
     )

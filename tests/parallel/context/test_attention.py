@@ -47,7 +47,9 @@ RING_CASES = {  # name: (H, G, causal, layout)
     "contiguous/causal/gqa": (4, 2, True, "contiguous"),
     "zigzag/causal/mha": (4, 4, True, "zigzag"),
 }
-ULYSSES_CASES = {"causal": True, "full": False}  # H = 8, G = 4
+# H = 8; G = 1 (one K/V head, as in multi-query attention) is repeated p times,
+# so each of p ranks receives one (DeepSpeed ALST's kv_replication_factor).
+ULYSSES_CASES = {"causal": (True, 4), "full": (False, 4), "causal, G = 1": (True, 1)}
 GROUPS = {"world": 4, "pair": 2}
 ATOL = 1e-12  # float64, sums in another order
 
@@ -112,8 +114,8 @@ def _ring_checks(group, device) -> dict:
 def _ulysses_checks(group, device) -> dict:
     r, p = dist.get_rank(group), dist.get_world_size(group)
     out = {}
-    for seed, (name, causal) in enumerate(ULYSSES_CASES.items()):
-        full = _full(8, 4, 10 + seed, device)
+    for seed, (name, (causal, G)) in enumerate(ULYSSES_CASES.items()):
+        full = _full(8, G, 10 + seed, device)
         ref = _reference(*full, causal)
         log: list = []
         shards = [x.chunk(p, dim=2)[r] for x in full]  # contiguous shards
@@ -217,6 +219,23 @@ def test_ulysses_sends_four_all_to_alls_each_way(results, group, p):
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("group", "p"), GROUPS.items())
+def test_ulysses_repeats_a_single_kv_head_p_times(results, group, p):
+    # Hand count, float64: each all-to-all sends (p-1)/p of its buffer of
+    # B (T/p) d elements per head; q and o have H = 8 heads, k and v the one
+    # K/V head repeated p times (p heads each): (p-1)/p x (2 x 8 + 2 p) heads.
+    shard = B * (T // p) * D * 8
+    hand = (p - 1) * (2 * 8 + 2 * p) * shard // p
+    for r in results:
+        log = r[group]["cp"]["ulysses"]["causal, G = 1"]["log"]
+        assert [ph for ph, _ in log] == ["forward"] * 4 + ["backward"] * 4
+        assert _phase_bytes(log, "forward") == _phase_bytes(log, "backward") == hand
+        kv = [b for ph, b in log[1:3]]  # the k and v all-to-alls, forward
+        assert kv == [(p - 1) * p * shard // p] * 2  # p times one head's bytes
+    assert ulysses_bytes(AttentionShape(B, 8, 1, D), T, p, 8)["forward"] == hand
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("group", "p"), GROUPS.items())
 def test_bad_shapes_raise_before_any_message(results, group, p):
     for r in results:
         bad = r[group]["cp"]["bad"]
@@ -227,8 +246,8 @@ def test_bad_shapes_raise_before_any_message(results, group, p):
             "k and v must be (B, G, T/p, d) = (1, G, 2, 4)" in errors["ring head dim"]
         )
         assert (
-            f"p = {p} must divide the H = 6 query heads and the G = 3 key/value heads"
-            in errors["ulysses heads"]
+            f"p = {p} must divide the H = 6 query heads, and divide the G = 3 "
+            "key/value heads or be a multiple of them" in errors["ulysses heads"]
         )
 
 
@@ -317,8 +336,13 @@ def test_overlap_shard_is_where_compute_meets_transfer():
 def test_ring_bytes_on_one_rank_are_zero_and_ulysses_needs_p_to_divide_heads():
     shape = AttentionShape(1, 32, 8, 128)
     assert ring_bytes(shape, 1024, 1) == {"forward": 0, "backward": 0}
-    with pytest.raises(ValueError, match="p = 16 must divide H = 32 and G"):
-        ulysses_bytes(shape, 1024, 16)
+    with pytest.raises(ValueError, match="p = 64 must divide the H = 32 query"):
+        ulysses_bytes(shape, 1024, 64)
+    with pytest.raises(ValueError, match="p = 12 must divide the H = 24 query heads"):
+        ulysses_bytes(AttentionShape(1, 24, 8, 128), 1200, 12)  # 8, 12: neither
+    # p = 16 > G = 8: each K/V head sent twice, (15/16) x 2 (32 + 16) shards.
+    shard = 1024 // 16 * 128 * 2
+    assert ulysses_bytes(shape, 1024, 16)["forward"] == 15 * 2 * (32 + 16) * shard // 16
     with pytest.raises(ValueError, match="seq 1000 must be divisible by 2p = 16"):
         ring_bytes(shape, 1000, 8)
 
@@ -345,8 +369,8 @@ def test_ring_rejects_bad_shards(q, kv, message):
 @pytest.mark.parametrize(
     ("heads", "kv_heads", "p", "message"),
     [
-        (6, 6, 4, "p = 4 must divide the H = 6 query heads and the G = 6"),
-        (8, 2, 4, "p = 4 must divide the H = 8 query heads and the G = 2"),
+        (6, 6, 4, "p = 4 must divide the H = 6 query heads, and divide the G = 6"),
+        (12, 3, 2, "p = 2 must divide the H = 12 query heads, and divide the G = 3"),
         (8, 3, 1, "G = 3 key/value heads must divide H = 8"),
     ],
 )

@@ -16,6 +16,7 @@ from aiinfra.parallel.data.overlap import (
     min_bucket_bytes,
     overlap_bound_figure,
     overlap_tokens,
+    overlap_tokens_per_step,
 )
 
 PSI = 8_030_261_248  # Llama 3 8B; the bound does not depend on it
@@ -30,6 +31,22 @@ def test_bound_by_hand_for_h100_over_nvlink_and_one_400g_nic():
     assert overlap_tokens(H100_LINKS["nic400"], 8, grad_bytes=4) == pytest.approx(
         2 * 17307.5
     )
+
+
+def test_with_no_sync_only_the_last_micro_batch_hides_the_all_reduce():
+    # k = 8 micro-batches under no_sync(): the all-reduce starts in the last
+    # backward, which must last as long as it: tau* tokens in that micro-batch,
+    # 8 tau* per step. A step of tau* tokens would leave 7/8 of it exposed.
+    link, k = H100_LINKS["nic400"], 8
+    step = overlap_tokens_per_step(link, 8, k)
+    assert step == pytest.approx(k * 17307.5)
+    model = LinkModel(alpha=0.0, beta=1 / link.bandwidth, gamma=0.0)
+    all_reduce = ring_all_reduce_time(2 * PSI, 8, model)
+    assert 4 * PSI * (step / k) / link.flops == pytest.approx(all_reduce)
+    short = 4 * PSI * (overlap_tokens(link, 8) / k) / link.flops
+    assert all_reduce - short == pytest.approx(all_reduce * 7 / 8)
+    with pytest.raises(ValueError, match="micro_batches"):
+        overlap_tokens_per_step(link, 8, 0)
 
 
 @pytest.mark.parametrize("key", list(H100_LINKS))

@@ -22,6 +22,7 @@ import torch
 import torch.distributed as dist
 from aiinfra.comm.counter import CommCounter
 from aiinfra.distributed import rank_device
+from aiinfra.memory.measure import SavedTensorLog
 from aiinfra.models.layers import SwiGLU
 from aiinfra.parallel.tensor.layers import (
     ColumnParallelLinear,
@@ -126,7 +127,15 @@ def _mlp_checks(group, device, sequence_parallel: bool) -> dict:
     out["w2.weight.grad"] = _diff(
         tp.w2.weight.grad, _chunk(full.w2.weight.grad, 1, rank, n)
     )
-    return {"diffs": out, "log": log, "paper_bytes": tp.comm.paper_bytes()}
+    paper_bytes = tp.comm.paper_bytes()
+    with SavedTensorLog([*tp.parameters(), *tp.buffers()]) as saved:
+        tp(x.clone().requires_grad_())  # what autograd keeps for backward
+    return {
+        "diffs": out,
+        "log": log,
+        "paper_bytes": paper_bytes,
+        "saved": saved.total_bytes,
+    }
 
 
 def _error_checks(group) -> dict:
@@ -203,12 +212,30 @@ def test_mlp_traffic_is_megatrons_count(results, group):
         assert sp["log"] == [
             ("all_gather", bth, 8),
             ("reduce_scatter", bth, 8),
-            ("all_gather", bth, 8),
+            ("all_gather", bth, 8),  # backward: the reduce-scatter's gradient
+            ("all_gather", bth, 8),  # the saved input shard, gathered again
             ("reduce_scatter", bth, 8),
         ]
-        # An all-reduce counts twice (reduce-scatter + all-gather): the same total,
-        # 4 b T h elements = 2048 bytes per rank in the paper's convention.
-        assert plain["paper_bytes"] == sp["paper_bytes"] == 4 * bth * 8
+        # An all-reduce counts twice (reduce-scatter + all-gather): 4 b T h
+        # elements = 2048 bytes per rank in the paper's convention; the re-gather
+        # adds one b T h (Megatron's LinearWithGradAccumulationAndAsyncCommunication).
+        assert plain["paper_bytes"] == 4 * bth * 8
+        assert sp["paper_bytes"] == 5 * bth * 8
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("group", "n"), GROUPS.items())
+def test_sequence_parallel_mlp_saves_only_the_input_shard(results, group, n):
+    # Counted by hand (float64): the input of w1 and w3 (one tensor), then
+    # silu's input, silu's output and w3's output for the product, and w2's
+    # input, each b T d_ff / p. Sequence parallelism keeps only the input's
+    # shard, b T h / p (Korthikanti et al. 2022, Sec. 4.2.2): saving the gathered
+    # input instead would weigh exactly as much as tensor parallelism alone.
+    hidden = 4 * B * T * D_FF // n
+    for r in results:
+        plain, sp = r[group]["tp"]["mlp"], r[group]["tp"]["mlp+sp"]
+        assert plain["saved"] == 8 * (B * T * H + hidden)
+        assert sp["saved"] == 8 * (B * T * H // n + hidden)
 
 
 @pytest.mark.slow

@@ -6,7 +6,9 @@ gradient (rank r's shard of each split one). The traffic is checked against
 Megatron-LM's count (Shoeybi et al. 2019, Fig. 4; FACTS.md "Tensor parallelism"): a
 layer runs 4 all-reduces of the ``b T h`` activations (2 forward ``g``, 2 backward
 ``f``); with sequence parallelism (Korthikanti et al. 2022) each becomes an all-gather
-and a reduce-scatter of the same buffer, the same volume. The same plan applied by
+and a reduce-scatter of the same buffer, and, as in Megatron-LM, backward gathers
+the saved input shards of the QKV and MLP input matmuls once more. The same plan
+applied by
 ``torch.distributed.tensor.parallel.parallelize_module`` must give the same loss and
 gradients. The rank side, :func:`tensor_parallel_model_checks`, runs in
 :mod:`spawned`'s shared 4-rank spawn, on the world (p = 4) and the pairs (p = 2).
@@ -22,6 +24,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from aiinfra.distributed import rank_device
+from aiinfra.memory.measure import SavedTensorLog
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.transformer import Transformer
 from aiinfra.parallel.tensor.attention import check_heads
@@ -34,6 +37,7 @@ from aiinfra.parallel.tensor.model import (
     check_plan,
     resolve_plan,
 )
+from aiinfra.parallel.tensor.ops import split_sequence
 from aiinfra.parallel.tensor.vocab import vocab_range
 from aiinfra.plan.device_mesh import build_device_mesh, mesh_group_ranks
 from aiinfra.plan.mesh import MeshLayout
@@ -110,11 +114,18 @@ def _model_checks(group, device, plan: str) -> dict:
         name: (ours[name].grad - _shard(name, param.grad, rank, p)).abs().max().item()
         for name, param in full.named_parameters()
     }
+    layers = [list(b.comm.log) for b in tp.blocks]
+    attn = tp.blocks[0].attn
+    x = torch.randn(B, T, CONFIG["d_model"], dtype=torch.float64, device=device)
+    x = split_sequence(x, attn.comm).clone() if tp.sequence_parallel else x
+    with SavedTensorLog([*attn.parameters(), *attn.buffers()]) as saved:
+        attn(x.requires_grad_())
     return {
         "loss": abs(loss.item() - ref_loss),
         "grads": grads,
+        "attn saved": saved.total_bytes,
         "logits_shape": logits_shape,
-        "layers": [list(b.comm.log) for b in tp.blocks],
+        "layers": layers,
         "outer": list(tp.comm.log),
         "sync": list(sync.log),
     }
@@ -237,6 +248,18 @@ def test_sharded_transformer_equals_the_full_model(results, group, plan):
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("group", "p"), GROUPS.items())
+def test_sequence_parallel_attention_saves_the_input_shard(results, group, p):
+    # Everything after the projections is the same per rank (its heads, all
+    # positions); the only difference counted by hand is the saved input of the
+    # QKV projections: b T h float64 under TP, its shard b T h / p under SP.
+    bth = B * T * CONFIG["d_model"]
+    for r in results:
+        tp, sp = r[group]["tpm"]["tp"], r[group]["tpm"]["tp+sp"]
+        assert tp["attn saved"] - sp["attn saved"] == 8 * (bth - bth // p)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("group", "p"), GROUPS.items())
 def test_no_rank_holds_the_full_logits(results, group, p):
     for r in results:
         for plan in PLANS:
@@ -251,8 +274,13 @@ def test_each_layer_sends_megatrons_four_all_reduces(results, group):
         plain, sp = r[group]["tpm"]["tp"], r[group]["tpm"]["tp+sp"]
         for layer in plain["layers"]:  # g, g forward; f (MLP), f (attention) back
             assert layer == [("all_reduce", bth, 8)] * 4
-        for layer in sp["layers"]:  # each all-reduce -> all-gather + reduce-scatter
-            assert layer == [("all_gather", bth, 8), ("reduce_scatter", bth, 8)] * 4
+        # Each all-reduce -> all-gather + reduce-scatter, and backward gathers the
+        # saved input shard of QKV and of w1/w3 again (Megatron's
+        # LinearWithGradAccumulationAndAsyncCommunication): forward AG, RS per
+        # block; backward per block (MLP first) the RS's AG, the re-gather, the RS.
+        ag, rs = ("all_gather", bth, 8), ("reduce_scatter", bth, 8)
+        for layer in sp["layers"]:
+            assert layer == [ag, rs] * 2 + [ag, ag, rs] * 2
         # The book's traffic table (the cost model) lists the same operations.
         p = GROUPS[group]
         for found, sp_ in ((plain, False), (sp, True)):

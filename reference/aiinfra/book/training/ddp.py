@@ -148,8 +148,15 @@ def token_weight(rank: int, micro: int) -> float:
 
 
 def overlap_tokens(link: str) -> float:
-    """tau*: tokens per H100 per step that hide the bf16 all-reduce, 8 ranks."""
+    """tau*: tokens per H100 per backward that hide the bf16 all-reduce, 8 ranks."""
     return overlap_bound.overlap_tokens(overlap_bound.H100_LINKS[link], OVERLAP_RANKS)
+
+
+def overlap_step_tokens(link: str, micro_batches: int) -> float:
+    """Tokens per H100 per step that hide it with k micro-batches under no_sync."""
+    return overlap_bound.overlap_tokens_per_step(
+        overlap_bound.H100_LINKS[link], OVERLAP_RANKS, micro_batches
+    )
 
 
 def link_gbps(link: str) -> float:

@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 
 from aiinfra.accelerators import GPUS
 from aiinfra.plan import figures as plan_figures
-from aiinfra.plan.job import INTER_NODE, NVLINK_BYTES_PER_S, Job
+from aiinfra.plan.job import INTER_NODE, Job, intra_node_link
 from aiinfra.plan.mesh import MeshLayout
 from aiinfra.plan.report import plan_table
 from aiinfra.plan.search import Plan, plan, valid_layouts
@@ -30,6 +30,10 @@ PLAN_CASES = {
     "70b-1024": ("llama-3-70b", 1024, 2**22),
     "405b": ("llama-3-405b", 16384, 2**24),
 }
+# Gradient layout per case: Llama 3 405B as the paper ran it (Dubey et al. 2024,
+# Sec. 3.3.2, "Numerical stability": FP32 gradient accumulation over micro-batches
+# and FP32 reduce-scatter across data-parallel workers); the others the default.
+PLAN_GRAD_DTYPE = {"405b": "fp32"}
 # Dubey et al. 2024, Table 4, second row: 16,384 GPUs, sequence 8,192, batch
 # size per DP 16, 16M tokens per batch.
 LLAMA3_TABLE4 = {"dp": 128, "tp": 8, "pp": 16, "cp": 1, "tflops": 400, "mfu": 41}
@@ -42,7 +46,7 @@ PLAN_TABLE_CASE, PLAN_TABLE_TOP = "70b-64", 5  # the table of the command's outp
 
 def plan_nvlink_gbps() -> float:
     """The H100's NVLink per direction, GB/s (the planner's intra-node link)."""
-    return NVLINK_BYTES_PER_S[PLAN_GPU] / 1e9
+    return 1 / intra_node_link(PLAN_GPU).beta / 1e9
 
 
 def plan_nic_gbps() -> float:
@@ -65,7 +69,8 @@ def _plan_case_job(case: str) -> tuple[str, Job]:
     """The model's name and the job of a case of :data:`PLAN_CASES`."""
     model, gpus, batch = PLAN_CASES[case]
     name, cfg = load_model(model)
-    return name, Job(cfg, PLAN_GPU, gpus, batch, PLAN_SEQ)
+    grad_dtype = PLAN_GRAD_DTYPE.get(case, "bf16")
+    return name, Job(cfg, PLAN_GPU, gpus, batch, PLAN_SEQ, grad_dtype=grad_dtype)
 
 
 @functools.cache
@@ -124,6 +129,11 @@ def plan_best_term(case: str, term: str) -> float:
     """One term of the first choice's step time, seconds (``"step"``: the sum)."""
     t = _plan_best(case).time
     return t.step if term == "step" else getattr(t, term)
+
+
+def plan_best_size(case: str, dim: str) -> int:
+    """One size of the first choice's layout (``"cp"``: its context-parallel ranks)."""
+    return getattr(_plan_best(case).layout, dim)
 
 
 def _is_table4(p: Plan) -> bool:
@@ -196,7 +206,8 @@ def plan_cases_table() -> Table:
     note = (
         "Cost model, not a measurement, except the paper's row (Dubey et al. 2024, "
         "Table 4: measured, BF16 MFU). GB = 1e9 bytes of the busiest stage; "
-        "TFLOP/s: model FLOPs per GPU per second."
+        "TFLOP/s: model FLOPs per GPU per second. 405B rows: fp32 gradients, "
+        "accumulated and reduce-scattered as the paper does (Sec. 3.3.2)."
     )
     cases = list(PLAN_CASES.values())
     stamp = "; ".join(

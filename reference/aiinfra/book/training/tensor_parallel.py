@@ -6,6 +6,7 @@ import torch
 from matplotlib.figure import Figure
 
 from aiinfra.accelerators import GPUS
+from aiinfra.comm.cost import get_link
 from aiinfra.memory.activations import activation_bytes_per_layer
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.layers import SwiGLU
@@ -24,7 +25,7 @@ from aiinfra.report import Table
 TP_MODEL = "llama-3-70b"  # the page's example: h = 8192, H = 64, G = 8
 TP_SEQ = 8192  # tokens per sequence, one sequence per micro-batch
 TP_SIZES = (1, 2, 4, 8, 16, 32)
-TP_LINKS = ("nvlink", "ib400")
+TP_LINKS = ("h100-nvlink", "ib400")  # the H100's NVLink 4, one 400G NIC
 
 
 def _tp_mlp_steps() -> list:
@@ -108,6 +109,11 @@ def tp_sent_per_layer(p: int = 8, sp: bool = False) -> float:
     return sum(ring[op] * k for op, k in tp_cost.layer_traffic(p, sp)) * (p - 1) / p
 
 
+def tp_sp_traffic_ratio(p: int = 8) -> float:
+    """Bytes a rank sends per layer with SP over those without (the re-gathers)."""
+    return tp_sent_per_layer(p, True) / tp_sent_per_layer(p, False)
+
+
 def tp_valid_sizes() -> str:
     """The TP sizes that split the page's model's heads: ``"1, 2, 4, 8"``."""
     c = preset(TP_MODEL)
@@ -159,7 +165,12 @@ def tp_comm_share(p: int, link: str) -> float:
     return 100 * tp_cost.layer_cost(c, p, TP_SEQ, TP_SEQ, peak, link).comm_share
 
 
-def tp_layer_ms(p: int, part: str, link: str = "nvlink") -> float:
+def tp_link_gbps(link: str) -> float:
+    """The bandwidth of ``link`` (a name in the one table of links), GB/s each way."""
+    return 1 / get_link(link).beta / 1e9
+
+
+def tp_layer_ms(p: int, part: str, link: str = "h100-nvlink") -> float:
     """Milliseconds of one layer's ``compute`` or ``communication`` at ``p``."""
     c = preset(TP_MODEL)
     peak = GPUS["H100"].bf16_flops

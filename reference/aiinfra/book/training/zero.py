@@ -13,6 +13,7 @@ from aiinfra.parallel.zero import figures as zero_figures
 from aiinfra.parallel.zero import memory as zero_memory
 from aiinfra.parallel.zero import results as zero_results
 from aiinfra.parallel.zero.compare import MAX_GRAD_NORM, WIDTHS, train_one_process
+from aiinfra.parallel.zero.fsdp2_sync import fsdp2_traffic_rows
 from aiinfra.report import Table
 
 from .memory import EXAMPLE
@@ -54,6 +55,21 @@ def zero_memory_table() -> Table:
 def zero_traffic_table() -> Table:
     """Elements per rank per step for k micro-batches, stages 0-3."""
     return zero_memory.traffic_table()
+
+
+def zero_fsdp2_traffic_table() -> Table:
+    """FSDP2's elements per rank and step for k micro-batches, by setting."""
+    ks = (1, 4, 16)
+    return Table(
+        ["FSDP2 setting", *(f"k = {k}" for k in ks)],
+        fsdp2_traffic_rows(ks),
+        note=(
+            "Elements sent per rank per optimizer step, in units of Psi; each "
+            "setting adds to the one above it. The tests count the all-gathers and "
+            "reduce-scatters of fully_shard on 2 gloo ranks with k = 3 and find "
+            "these."
+        ),
+    )
 
 
 def zero_memory_vs_ranks_figure() -> Figure:

@@ -76,7 +76,7 @@ def zero3_exposed_ms(variant: str) -> float:
 
 
 def zero3_overlap_tokens() -> float:
-    """Tokens per GPU per step above which ZeRO-3's all-gathers can hide, T*."""
+    """Tokens per GPU per micro-batch above which ZeRO-3's gathers can hide, T*."""
     return zero3_timeline.forward_overlap_tokens(ZERO3_RANKS, ZERO3_LINK)
 
 

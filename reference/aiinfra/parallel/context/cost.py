@@ -70,29 +70,51 @@ def ring_bytes(
     }
 
 
+def kv_repeats(n_heads: int, n_kv_heads: int, p: int) -> int:
+    """How many times each K/V head is sent: ``p / G`` when ``p > G``, else 1.
+
+    Args:
+        n_heads: ``H`` query heads; ``p`` must divide them.
+        n_kv_heads: ``G`` key/value heads; ``p`` must divide them or be a multiple.
+        p: ranks in the group.
+
+    Raises:
+        ValueError: ``p`` does not divide ``H``, or neither ``p`` nor ``G``
+            divides the other.
+    """
+    if n_heads % p or (n_kv_heads % p and p % n_kv_heads):
+        raise ValueError(
+            f"Ulysses splits heads across ranks: p = {p} must divide the "
+            f"H = {n_heads} query heads, and divide the G = {n_kv_heads} key/value "
+            "heads or be a multiple of them (K/V heads repeated p/G times)"
+        )
+    return max(1, p // n_kv_heads)
+
+
 def ulysses_bytes(
     shape: AttentionShape, seq: int, p: int, elem_bytes: int = 2
 ) -> dict[str, int]:
     """Bytes one rank of Ulysses sends per layer: four all-to-alls each way.
 
     Args:
-        shape: the layer; ``p`` must divide ``H`` and ``G``.
+        shape: the layer; ``p`` must divide ``H``, and divide ``G`` or be a
+            multiple of it (K/V heads then repeated ``p / G`` times).
         seq: ``T``, divisible by ``p``.
         p: ranks.
         elem_bytes: ``w``.
 
     Returns:
-        ``{"forward": ..., "backward": ...}``: ``(p-1)/p x 2 (H + G) B (T/p) d w``
-        each.
+        ``{"forward": ..., "backward": ...}``: ``(p-1)/p x 2 (H + G') B (T/p) d w``
+        each, ``G' = max(G, p)`` the K/V heads sent.
 
     Raises:
-        ValueError: ``p`` does not divide ``T``, ``H`` or ``G``.
+        ValueError: ``p`` does not divide ``T`` or ``H``, or neither ``p`` nor ``G``
+            divides the other.
     """
     _check_ranks(p, seq, 1)
-    if shape.heads % p or shape.kv_heads % p:
-        raise ValueError(f"p = {p} must divide H = {shape.heads} and G")
+    sent_kv = shape.kv_heads * kv_repeats(shape.heads, shape.kv_heads, p)
     per_shard = shape.batch * (seq // p) * shape.head_dim * elem_bytes
-    sent = (p - 1) * 2 * (shape.heads + shape.kv_heads) * per_shard // p
+    sent = (p - 1) * 2 * (shape.heads + sent_kv) * per_shard // p
     return {"forward": sent, "backward": sent}
 
 

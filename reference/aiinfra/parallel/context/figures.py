@@ -213,6 +213,12 @@ def volume_vs_ranks_figure(
     ok = [p for p in ranks if shape.kv_heads % p == 0]
     uly = [sum(cost.ulysses_bytes(shape, seq, p).values()) / MIB for p in ok]
     ax.plot(ok, uly, "s-", label=f"Ulysses (p divides G = {shape.kv_heads})")
+    G, H = shape.kv_heads, shape.heads
+    more = [p for p in ranks if p >= G and p % G == 0 and H % p == 0]  # p > G: repeat
+    rep = [sum(cost.ulysses_bytes(shape, seq, p).values()) / MIB for p in more]
+    ax.plot(
+        more, rep, "s--", color="C1", alpha=0.6, label="Ulysses, K/V heads repeated"
+    )
     ax.set_xscale("log", base=2)
     ax.set_xticks(ranks, [str(p) for p in ranks])
     ax.set_xlabel("context-parallel ranks p")
@@ -253,7 +259,11 @@ def comparison_table(shape: cost.AttentionShape, seq: int, p: int) -> Table:
             f"{4 * (p - 1)}",
         ],
         ["attention tensors (MiB)", f"{mem['ring']:,.0f}", f"{mem['ulysses']:,.0f}"],
-        ["heads p must divide (Ulysses: p at most G)", "-", "H, G"],
+        [
+            "heads p must divide (Ulysses: H, and G unless p is a multiple of G)",
+            "-",
+            "H, G",
+        ],
         ["sequence length divisible by", "2p", "p"],
     ]
     return Table(

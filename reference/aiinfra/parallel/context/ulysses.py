@@ -6,11 +6,14 @@ rank all ``T`` positions of ``H / p`` heads; ordinary attention runs on those he
 and a second all-to-all returns the output to sequence shards. Each all-to-all is a
 transpose across ranks (the communication chapter's
 :func:`~aiinfra.comm.alltoall.pairwise_all_to_all`) and its gradient is the inverse
-all-to-all (:class:`SeqHeadAllToAll`). The constraint: ``p`` must divide the ``H``
-query heads and the ``G`` key/value heads, so ``p <= G``; with fewer key/value heads
-than ranks they would have to be repeated first, which this module leaves to the
-caller. Positions arrive in rank order, so the shards are contiguous (no zig-zag is
-needed: every rank computes all positions of its heads). Notation: ``p`` ranks,
+all-to-all (:class:`SeqHeadAllToAll`). The hard constraint: ``p`` must divide the ``H``
+query heads. With fewer key/value heads than ranks (``p > G``, a multiple of
+``G``), each K/V head is repeated ``p / G`` times before the all-to-all so that
+every rank receives one (:func:`~aiinfra.parallel.context.cost.kv_repeats`;
+DeepSpeed's ALST ``UlyssesSPAttentionHF`` does the same), which multiplies the K/V
+bytes sent by ``p / G``. Positions arrive in rank order, so the shards are
+contiguous (no zig-zag is needed: every rank computes all positions of its heads).
+Notation: ``p`` ranks,
 ``B`` batch, ``H`` query heads, ``G`` key/value heads, ``T`` positions, ``d`` head dim.
 """
 
@@ -24,6 +27,7 @@ from torch import Tensor
 
 from aiinfra.comm.alltoall import pairwise_all_to_all
 from aiinfra.models.flash.attention import flash_attention
+from aiinfra.parallel.context.cost import kv_repeats
 
 
 def check_ulysses_inputs(q: Tensor, k: Tensor, v: Tensor, p: int) -> None:
@@ -36,8 +40,9 @@ def check_ulysses_inputs(q: Tensor, k: Tensor, v: Tensor, p: int) -> None:
         p: ranks in the group.
 
     Raises:
-        ValueError: wrong rank or shapes, ``p`` not dividing ``H`` or ``G``, ``G`` not
-            dividing ``H``, or differing dtypes.
+        ValueError: wrong rank or shapes, ``p`` not dividing ``H``, neither ``p``
+            nor ``G`` dividing the other, ``G`` not dividing ``H``, or differing
+            dtypes.
     """
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
         raise ValueError("q, k, v must be 4-d: (B, H, T/p, d), (B, G, T/p, d) twice")
@@ -48,11 +53,7 @@ def check_ulysses_inputs(q: Tensor, k: Tensor, v: Tensor, p: int) -> None:
             f"k and v must be (B, G, T/p, d) = ({B}, G, {T_local}, {D}), "
             f"got {tuple(k.shape)} and {tuple(v.shape)}"
         )
-    if H % p or G % p:
-        raise ValueError(
-            f"Ulysses splits heads across ranks: p = {p} must divide the H = {H} "
-            f"query heads and the G = {G} key/value heads (so p <= G)"
-        )
+    kv_repeats(H, G, p)
     if H % G:
         raise ValueError(f"G = {G} key/value heads must divide H = {H}")
     if not q.is_floating_point() or k.dtype != q.dtype or v.dtype != q.dtype:
@@ -149,6 +150,9 @@ def ulysses_attention(
     check_ulysses_inputs(q, k, v, p)
     log = [] if log is None else log
     # region ulysses
+    repeats = kv_repeats(q.shape[1], k.shape[1], p)  # p / G when p > G
+    if repeats > 1:  # every rank needs a K/V head of its own: (B, p, T/p, d)
+        k, v = k.repeat_interleave(repeats, 1), v.repeat_interleave(repeats, 1)
     q_h, k_h, v_h = (SeqHeadAllToAll.apply(x, group, True, log) for x in (q, k, v))
     o_h = head_attention(q_h, k_h, v_h, causal)  # (B, H/p, T, d)
     o = SeqHeadAllToAll.apply(o_h, group, False, log)  # (B, H, T/p, d)

@@ -49,16 +49,22 @@ class Link:
 
 
 H100_BF16_FLOPS = GPUS["H100"].bf16_flops  # dense, the book's GPU spec table
-H100_LINKS = {
-    "nvlink": Link("H100, NVLink 4", H100_BF16_FLOPS, 900e9 / 2, LINKS["nvlink"].alpha),
-    "nic400": Link(
-        "H100, one 400G NIC", H100_BF16_FLOPS, 400e9 / 8, LINKS["ib400"].alpha
-    ),
+H100_LINKS = {  # the links of the one table, :data:`aiinfra.comm.cost.LINKS`
+    key: Link(name, H100_BF16_FLOPS, 1 / LINKS[link].beta, LINKS[link].alpha)
+    for key, name, link in (
+        ("nvlink", "H100, NVLink 4", "h100-nvlink"),
+        ("nic400", "H100, one 400G NIC", "ib400"),
+    )
 }
 
 
 def overlap_tokens(link: Link, n_ranks: int, grad_bytes: int = 2) -> float:
-    """tau*: tokens per GPU per step at which the all-reduce time equals backward's.
+    """tau*: tokens per GPU in the backward the all-reduce overlaps, at equal times.
+
+    Without accumulation that backward is the step's; under ``no_sync()`` with k
+    micro-batches the all-reduce starts only in the last micro-batch's backward,
+    so tau counts one micro-batch's tokens per replica
+    (:func:`overlap_tokens_per_step`).
 
     Args:
         link: the GPU and its link.
@@ -80,6 +86,22 @@ def overlap_tokens(link: Link, n_ranks: int, grad_bytes: int = 2) -> float:
     t_star = ring_bytes * link.flops / (backward_flops_per_token * link.bandwidth)
     # endregion
     return t_star
+
+
+def overlap_tokens_per_step(
+    link: Link, n_ranks: int, micro_batches: int, grad_bytes: int = 2
+) -> float:
+    """Tokens per GPU per step that hide the all-reduce with k micro-batches.
+
+    Under ``no_sync()`` the first k - 1 backward passes send nothing and the
+    all-reduce overlaps only the last one, so each micro-batch must bring tau*:
+    k tau* tokens per step.
+
+    Raises:
+        ValueError: ``micro_batches`` < 1, or as :func:`overlap_tokens`.
+    """
+    k = checks.positive_int("micro_batches", micro_batches)
+    return k * overlap_tokens(link, n_ranks, grad_bytes)
 
 
 def comm_over_backward(tokens: float, link: Link, n_ranks: int) -> float:

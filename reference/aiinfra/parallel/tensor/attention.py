@@ -10,7 +10,9 @@ attention a rank's query heads must find their key/value head on the same rank: 
 head ``i`` reads KV head ``i // (H/G)``, so ranks holding ``H/p`` consecutive query
 heads need ``G/p`` consecutive KV heads, which requires ``p | G`` (Megatron and vLLM
 replicate KV heads when ``G < p``; this implementation refuses it). Sequence
-parallelism swaps ``f``/``g`` for all-gather/reduce-scatter along the sequence.
+parallelism swaps ``f``/``g`` for all-gather/reduce-scatter along the sequence and
+saves only the input's shard
+(:class:`~aiinfra.parallel.tensor.ops.SequenceParallelMatmuls`).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from aiinfra.models.attention.gqa import GroupedQueryAttention, grouped_attentio
 from aiinfra.parallel.tensor.layers import ColumnParallelLinear, RowParallelLinear
 from aiinfra.parallel.tensor.ops import (
     CopyToTensorParallel,
-    GatherFromSequenceParallel,
+    gather_and_project,
 )
 
 
@@ -125,15 +127,17 @@ class TensorParallelAttention(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """``(B, T, h)`` -> ``(B, T, h)``; sequence shards ``(B, T/p, h)`` under SP."""
-        if self.sequence_parallel:
-            x = GatherFromSequenceParallel.apply(x, self.comm, self.seq_dim)
+        projections = [self.wq, self.wk, self.wv]
+        if self.sequence_parallel:  # all-gather; only the shard is saved
+            q, k, v = gather_and_project(x, projections, self.comm, self.seq_dim)
         else:
             x = CopyToTensorParallel.apply(x, self.comm)  # f
-        B, T, _ = x.shape
+            q, k, v = (m.forward_local(x) for m in projections)
+        B, T, _ = q.shape
         Hp, Gp, D = self.local_heads, self.local_kv_heads, self.head_dim
-        q = self.wq.forward_local(x).view(B, T, Hp, D).transpose(1, 2)  # (B,H/p,T,d)
-        k = self.wk.forward_local(x).view(B, T, Gp, D).transpose(1, 2)  # (B,G/p,T,d)
-        v = self.wv.forward_local(x).view(B, T, Gp, D).transpose(1, 2)  # (B,G/p,T,d)
+        q = q.view(B, T, Hp, D).transpose(1, 2)  # (B, H/p, T, d)
+        k = k.view(B, T, Gp, D).transpose(1, 2)  # (B, G/p, T, d)
+        v = v.view(B, T, Gp, D).transpose(1, 2)  # (B, G/p, T, d)
         if self.rope is not None:
             q, k = self.rope(q), self.rope(k)
         o = grouped_attention(q, k, v, window=self.window)  # (B, H/p, T, d)

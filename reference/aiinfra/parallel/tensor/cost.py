@@ -2,7 +2,11 @@
 
 Per layer and training step, Megatron-LM's layout runs 4 all-reduces of the ``b T h``
 activations (Shoeybi et al. 2019, Fig. 4), and sequence parallelism replaces each by
-an all-gather and a reduce-scatter of the same buffer (Korthikanti et al. 2022). The
+an all-gather and a reduce-scatter of the same buffer (Korthikanti et al. 2022), plus
+one all-gather per column-parallel matmul group in backward: Megatron-LM saves the
+input's sequence shard and gathers it again for the weight gradients
+(``LinearWithGradAccumulationAndAsyncCommunication``), which is what makes the
+activations ``1/p``. The
 tests count those collectives on real ranks; here they are priced with the
 alpha-beta model of :mod:`aiinfra.comm.cost` and set against the layer's matmul time
 at a GPU's dense peak, which gives the share of a layer spent communicating when
@@ -19,6 +23,7 @@ from aiinfra.comm import cost
 from aiinfra.models.config import TransformerConfig
 
 ALL_REDUCES_PER_LAYER = 4  # 2 forward (g), 2 backward (f)
+SP_REGATHERS_PER_LAYER = 2  # backward all-gathers of the QKV and fc1 inputs
 
 
 def layer_traffic(p: int, sp: bool = False) -> list[tuple[str, float]]:
@@ -35,8 +40,11 @@ def layer_traffic(p: int, sp: bool = False) -> list[tuple[str, float]]:
         raise ValueError(f"p must be an integer >= 1, got {p!r}")
     if p == 1:
         return []
-    if sp:
-        return [("all_gather", 1.0), ("reduce_scatter", 1.0)] * ALL_REDUCES_PER_LAYER
+    if sp:  # per block: AG, RS forward; RS's AG, the re-gather, AG's RS backward
+        forward = [("all_gather", 1.0), ("reduce_scatter", 1.0)]
+        backward = [("all_gather", 1.0)] * 2 + [("reduce_scatter", 1.0)]
+        blocks = SP_REGATHERS_PER_LAYER  # attention and MLP
+        return forward * blocks + backward * blocks
     return [("all_reduce", 1.0)] * ALL_REDUCES_PER_LAYER
 
 

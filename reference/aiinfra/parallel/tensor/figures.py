@@ -33,6 +33,7 @@ RANK_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"
 # What a figure calls a link of the alpha-beta model (its key is a code name).
 _LINK_NAMES = {
     "nvlink": "NVLink",
+    "h100-nvlink": "NVLink 4",
     "ib400": "400G InfiniBand",
     "ib100": "100G InfiniBand",
 }

@@ -9,7 +9,8 @@ all-reduces the input's gradient backward. Each layer here is built from a full
 ``nn.Linear`` by :meth:`~ColumnParallelLinear.from_linear`, which keeps rank r's
 slice, so a test can compare it with the unsharded layer. With sequence parallelism
 (Korthikanti et al. 2022) the MLP's input and output are sharded along the sequence:
-an all-gather replaces ``f`` and a reduce-scatter replaces ``g``.
+an all-gather replaces ``f`` and a reduce-scatter replaces ``g``, and only the
+input's shard is saved (backward gathers it again).
 """
 
 from __future__ import annotations
@@ -23,11 +24,11 @@ from aiinfra.comm.counter import CommCounter
 from aiinfra.models.layers import SwiGLU
 from aiinfra.parallel.tensor.ops import (
     CopyToTensorParallel,
-    GatherFromSequenceParallel,
     GatherFromTensorParallel,
     ReduceFromTensorParallel,
     ReduceScatterToSequenceParallel,
     ScatterToTensorParallel,
+    gather_and_project,
     shard_size,
 )
 
@@ -285,9 +286,10 @@ class TensorParallelSwiGLU(nn.Module):
                 f"x has last dimension {x.shape[-1]}, the MLP takes "
                 f"{self.w1.in_features}"
             )
-        if self.sequence_parallel:
-            x = GatherFromSequenceParallel.apply(x, self.comm, self.seq_dim)
+        if self.sequence_parallel:  # all-gather; only the shard is saved
+            a, b = gather_and_project(x, [self.w1, self.w3], self.comm, self.seq_dim)
         else:
             x = CopyToTensorParallel.apply(x, self.comm)
-        hidden = F.silu(self.w1.forward_local(x)) * self.w3.forward_local(x)
+            a, b = self.w1.forward_local(x), self.w3.forward_local(x)
+        hidden = F.silu(a) * b
         return self.w2(hidden)  # (b, T, h), or (b, T/p, h) under SP

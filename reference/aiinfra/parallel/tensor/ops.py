@@ -9,7 +9,12 @@ Sec. 4.2.2) keeps the activations between tensor-parallel regions sharded along 
 sequence and replaces ``f`` by an all-gather forward / reduce-scatter backward
 (:class:`GatherFromSequenceParallel`) and ``g`` by a reduce-scatter forward /
 all-gather backward (:class:`ReduceScatterToSequenceParallel`): each all-reduce becomes
-a reduce-scatter + all-gather pair of the same volume. Two helpers without reduction
+a reduce-scatter + all-gather pair of the same volume. In front of column-parallel
+matmuls the all-gather is fused with them (:class:`SequenceParallelMatmuls`, what
+Megatron-LM's ``LinearWithGradAccumulationAndAsyncCommunication`` does): forward
+saves only the sequence shard, and backward all-gathers it again for the weight
+gradients, one extra all-gather per such matmul group and step, which is what buys
+Korthikanti's ``1/p`` activations. Two helpers without reduction
 split and gather the feature dimension (:class:`ScatterToTensorParallel`,
 :class:`GatherFromTensorParallel`). Every collective goes through a
 :class:`~aiinfra.comm.counter.CommCounter`, which logs its size.
@@ -20,6 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from aiinfra.comm.counter import CommCounter
@@ -119,6 +125,60 @@ class GatherFromSequenceParallel(torch.autograd.Function):
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None]:
         """Reduce-scatter the gradient along ``dim``."""
         return _reduce_scatter(grad, ctx.dim, ctx.comm), None, None
+
+
+class SequenceParallelMatmuls(torch.autograd.Function):
+    """All-gather the sequence shards, then ``x W_i^T`` for each weight ``W_i``.
+
+    Sequence parallelism's ``f`` fused with the column-parallel matmuls it feeds
+    (the fused QKV, or a SwiGLU's ``w1`` and ``w3``), as Megatron-LM's
+    ``LinearWithGradAccumulationAndAsyncCommunication`` does with
+    ``sequence_parallel``: forward saves the shard ``(b, T/p, h)``, not the
+    gathered ``(b, T, h)``; backward all-gathers it again for the weight gradients,
+    then reduce-scatters the input's gradient. Per call and step: two all-gathers
+    and one reduce-scatter of ``b T h``, where saving the gathered input would
+    need one all-gather fewer and ``p`` times the bytes.
+    """
+
+    @staticmethod
+    def forward(
+        ctx: Any, x: Tensor, comm: CommCounter, dim: int, *weights: Tensor
+    ) -> tuple[Tensor, ...]:
+        """``(b, T/p, h)`` shard -> one ``(b, T, out_i/p)`` product per weight."""
+        ctx.comm, ctx.dim = comm, dim
+        ctx.save_for_backward(x, *weights)  # the shard: 1/p of the gathered input
+        full = _gather(x, dim, comm)  # (b, T, h), dropped after forward
+        return tuple(F.linear(full, w) for w in weights)
+
+    @staticmethod
+    def backward(ctx: Any, *grads: Tensor) -> tuple[Tensor | None, ...]:
+        """Re-gather the input, reduce-scatter its gradient, the weights' gradients."""
+        x, *weights = ctx.saved_tensors
+        full = _gather(x, ctx.dim, ctx.comm)  # the extra all-gather: (b, T, h)
+        grad_full = sum(g @ w for g, w in zip(grads, weights, strict=True))
+        grad_x = _reduce_scatter(grad_full, ctx.dim, ctx.comm)  # (b, T/p, h)
+        flat = full.reshape(-1, full.shape[-1])  # (b T, h)
+        grad_w = [g.reshape(-1, g.shape[-1]).T @ flat for g in grads]  # (out/p, h)
+        return (grad_x, None, None, *grad_w)
+
+
+def gather_and_project(
+    x: Tensor, layers: list[Any], comm: CommCounter, dim: int
+) -> list[Tensor]:
+    """Sequence-parallel input through column-parallel ``layers`` (shard saved).
+
+    Args:
+        x: this rank's sequence shard, ``(b, T/p, h)``.
+        layers: column-parallel layers with ``weight`` ``(out/p, h)`` and ``bias``.
+        comm: the tensor-parallel group's counter.
+        dim: the sequence dimension of ``x``.
+
+    Returns:
+        One ``(b, T, out/p)`` output per layer, its bias added.
+    """
+    outs = SequenceParallelMatmuls.apply(x, comm, dim, *(m.weight for m in layers))
+    pairs = zip(outs, layers, strict=True)
+    return [y if m.bias is None else y + m.bias for y, m in pairs]
 
 
 class ReduceScatterToSequenceParallel(torch.autograd.Function):

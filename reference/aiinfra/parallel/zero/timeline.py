@@ -189,7 +189,7 @@ def layer_costs(
 def forward_overlap_tokens(
     n_ranks: int = 64, link: str = "nic400", gpu: str = "H100"
 ) -> float:
-    """tau*: tokens per GPU per step at which a unit's all-gather hides behind forward.
+    """tau*: tokens per GPU per micro-batch at which a unit's gather hides in forward.
 
     Forward computes 2 Psi_u tau FLOPs at F while the ring all-gathers the 2 Psi_u
     bytes of the next unit, (p - 1) / p of them at beta seconds per byte: Psi_u
