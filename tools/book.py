@@ -158,22 +158,8 @@ def sphinx(
 
     ``threads``: torch's threads in it (``languages.build_env``; None: torch's choice).
     """
-    cmd = [
-        sys.executable,
-        "-m",
-        "sphinx",
-        *sphinx_args(builder, lang, out, fresh, strict, deck),
-    ]
-    t0 = time.perf_counter()
-    proc = subprocess.run(
-        cmd,
-        env=languages.build_env(lang, threads),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    return proc.returncode, proc.stdout + proc.stderr, time.perf_counter() - t0
+    args = sphinx_args(builder, lang, out, fresh, strict, deck)
+    return languages.run_build(args, lang, threads, ROOT)
 
 
 def site_path(out: pathlib.Path, builder: str, lang: str) -> pathlib.Path:

@@ -41,7 +41,6 @@ import os
 import pathlib
 import re
 import shutil
-import subprocess
 import sys
 import threading
 import time
@@ -107,10 +106,7 @@ def sphinx_build(
     out = WORK / f"{builder}-{lang}"
     # one doctree folder for both builders: the EPUB reads nothing again
     doctrees = BUILD / "doctrees" / f"editions-{lang}"
-    cmd = [
-        sys.executable,
-        "-m",
-        "sphinx",
+    args = [
         "-b",
         builder,
         "-d",
@@ -124,18 +120,9 @@ def sphinx_build(
         "--keep-going",
     ]
     if fresh:
-        cmd += ["-E"]
-    cmd += [str(DOCS), str(out)]
-    t0 = time.perf_counter()
-    proc = subprocess.run(
-        cmd,
-        env=languages.build_env(lang, threads),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    return proc.returncode, proc.stdout + proc.stderr, time.perf_counter() - t0
+        args += ["-E"]
+    args += [str(DOCS), str(out)]
+    return languages.run_build(args, lang, threads, ROOT)
 
 
 def clean_svg(data: bytes) -> bytes:

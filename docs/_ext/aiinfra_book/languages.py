@@ -327,6 +327,27 @@ def build_env(lang: str, threads: int | None = None) -> dict[str, str]:
     return env
 
 
+def run_build(
+    args: list[str], lang: str, threads: int | None, cwd: pathlib.Path
+) -> tuple[int, str, float]:
+    """Run ``python -m sphinx *args`` for edition ``lang`` (:func:`build_env`);
+    return its exit code, its output and its seconds."""
+    import subprocess
+    import sys
+    import time
+
+    t0 = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "sphinx", *args],
+        env=build_env(lang, threads),
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return proc.returncode, proc.stdout + proc.stderr, time.perf_counter() - t0
+
+
 def others(docs: pathlib.Path, code: str) -> list[Language]:
     """The published editions other than ``code`` (none without the file)."""
     if not (pathlib.Path(docs) / FILE).is_file():
