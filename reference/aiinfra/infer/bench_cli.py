@@ -136,6 +136,8 @@ def run_bench_engine(args: argparse.Namespace) -> int:
 
     if args.against:
         return run_bench_against(args)
+    if args.full or args.no_servers:
+        raise ValueError("--full and --no-servers go with --against transformers")
     cfg = config_from(
         args,
         engine_bench.EngineBenchConfig,

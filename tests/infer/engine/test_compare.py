@@ -132,3 +132,11 @@ def test_the_stamped_comparison_says_what_the_engine_page_says():
     assert page.hf_server_gain() > 1 and srv["same_as_offline"]
     assert srv["differing_texts"] >= 1 and srv["differing_before_the_end"] == 0
     assert page.profile_share("matmuls") < 50  # "a minority of the step"
+
+
+@pytest.mark.parametrize("flag", ["--full", "--no-servers"])
+def test_a_comparison_flag_without_against_is_a_usage_error(flag, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["bench", "engine", flag])
+    assert info.value.code == 2
+    assert "go with --against transformers" in capsys.readouterr().err
