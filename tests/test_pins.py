@@ -69,3 +69,21 @@ def test_every_nox_install_uses_the_constraints():
     assert installs, "noxfile.py installs nothing?"
     for args in installs:
         assert '"-c", CONSTRAINTS' in args, f"session.install({args}) without pins"
+
+
+def test_the_npm_dependency_of_the_calculators_is_locked():
+    """Pyodide (the calculators in the page) is an exact version, locked with its
+    integrity hash, and the lock names the same version (``npm ci`` installs it)."""
+    import json
+
+    project = ROOT / "docs" / "_calculator"
+    wanted = json.loads((project / "package.json").read_text())["dependencies"]
+    lock = json.loads((project / "package-lock.json").read_text())["packages"]
+    for name, version in wanted.items():
+        assert re.fullmatch(r"[0-9]+\.[0-9]+\.[0-9]+", version), f"{name}: {version}"
+        entry = lock[f"node_modules/{name}"]
+        assert entry["version"] == version
+        assert entry["integrity"].startswith("sha512-")
+    for path, entry in lock.items():
+        if path:
+            assert entry.get("integrity", "").startswith("sha512-"), path

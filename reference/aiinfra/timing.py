@@ -61,13 +61,16 @@ def best_seconds(
     fn: Callable[[], object],
     repeats: int,
     before: Callable[[], object] | None = None,
-    clock: Callable[[], float] = time.thread_time,
+    clock: Callable[[], float] | None = None,
 ) -> float:
     """Fastest of ``repeats`` timed calls after a warm-up; ``before`` is untimed.
 
-    On the CPU the clock is the thread's own CPU time: on a shared machine, wall
-    time would also count the other programs that the thread waited for.
+    On the CPU the clock (by default) is the thread's own CPU time: on a shared
+    machine, wall time would also count the other programs that the thread waited
+    for. It is looked up at the call: a Python without it (Pyodide, where the
+    book's calculators import this package) still imports the module.
     """
+    clock = clock or time.thread_time
     times = []
     for round_ in range(repeats + 1):
         if before is not None:

@@ -22,6 +22,8 @@
   file names and what their builds need (MathML, numbered figures).
 - :mod:`.notebooks`: a Jupyter notebook per page of a chapter, written by the HTML
   build beside the page (helpers: :mod:`.notebook_code`).
+- :mod:`.calculators`: ``aiinfra-calculator``, the package's own calculators
+  running in the reader's browser (Pyodide, vendored into the site).
 - :mod:`.chapters`: which folders are chapters (the ``chapters`` toctree of the
   root document): the one list every generated page is derived from.
 """
@@ -37,6 +39,7 @@ from sphinx.transforms import SphinxTransform
 from . import (
     api,
     bibfiles,
+    calculators,
     citations,
     cjk,
     compute,
@@ -79,6 +82,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
         bibfiles,
         citations,
         editions,
+        calculators,
         notebooks,  # last: it extends the directives of compute, figures, links
     ):
         module.setup(app)

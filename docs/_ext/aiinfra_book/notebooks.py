@@ -43,7 +43,7 @@ from sphinx.locale import init as init_locale
 from sphinx.util import logging
 from sphinx.util.i18n import docname_to_domain
 
-from . import compute, editions, figures, links, notebook_code, questions
+from . import calculators, compute, editions, figures, links, notebook_code, questions
 from .chapters import chapters
 from .languages import label
 
@@ -367,6 +367,7 @@ class NotebookWriter:
             | nodes.substitution_definition
             | nodes.system_message
             | nodes.raw
+            | calculators.aiinfra_calculator  # the site's only: it runs in the page
             | addnodes.index
             | nodes.meta,
         ):
