@@ -62,7 +62,7 @@ def llama_activations_gib_8k(attention: str = "materialised") -> float:
 
 
 def llama_flash_ratio() -> float:
-    """The paper's activations over a fused kernel's, Llama 3 8B at 8192 tokens."""
+    """The eager layer's activations over fused kernels', Llama 3 8B at 8192 tokens."""
     return llama_activations_gib_8k() / llama_activations_gib_8k("flash")
 
 
@@ -74,6 +74,11 @@ def llama_logits_gib_8k() -> float:
 def step_rows_table() -> Table:
     """Llama 3 8B at 8192 tokens: model states per gradient layout, activations."""
     return memory_tables.step_rows_table(EXAMPLE, 8192)
+
+
+def config_layers_table() -> Table:
+    """Bytes per token of each model's own layer, counted and measured shrunk."""
+    return memory_tables.config_layers_table()
 
 
 def recompute_table() -> Table:
