@@ -16,9 +16,10 @@ dropout for the GPT family; with ``attention="materialised"`` in eager kernels (
 paper's GPT layer gives its Table 2), with ``"flash"`` in fused ones
 (FlashAttention, Megatron's fused SwiGLU, no dropout). Multi-head latent attention
 and experts are not modelled. The output layer and the loss (the fp32 logits, V per
-token) are counted apart; ``grad_dtype`` chooses 16, 18 or 20 bytes of model
-states per parameter. Not counted: the embedding activations, temporary buffers,
-fragmentation and the framework's own workspace.
+token) are counted apart, and so is what recomputation costs: the FLOPs of its
+second forward (:mod:`aiinfra.memory.recompute_cost`); ``grad_dtype`` chooses 16,
+18 or 20 bytes of model states per parameter. Not counted: the embedding
+activations, temporary buffers, fragmentation and the framework's own workspace.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 from aiinfra.memory.activations import output_layer_bytes
 from aiinfra.memory.layer_terms import layer_activation_bytes
 from aiinfra.memory.model_states import gradient_layout, zero_model_states_bytes
+from aiinfra.memory.recompute_cost import recompute_overhead
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.params import count_parameters
 from aiinfra.report import Table
@@ -46,6 +48,8 @@ class MemoryEstimate:
         activations: bytes of activations per rank, all layers.
         logits: bytes the output layer and the loss keep (fp32 logits).
         grad_dtype: the gradient layout of the model states.
+        recompute_flops: the FLOPs recomputation adds, a fraction of the step's
+            model FLOPs (:mod:`aiinfra.memory.recompute_cost`).
     """
 
     n_params: int
@@ -55,6 +59,7 @@ class MemoryEstimate:
     activations: float
     logits: float = 0.0
     grad_dtype: str = "bf16"
+    recompute_flops: float = 0.0
 
     @property
     def total(self) -> float:
@@ -127,6 +132,7 @@ def estimate_memory(
         activations=cfg.n_layers * per_layer,
         logits=logits,
         grad_dtype=grad_dtype,
+        recompute_flops=recompute_overhead(cfg, seq, recompute),
     )
 
 
@@ -154,6 +160,10 @@ def memory_table(est: MemoryEstimate, title: str = "") -> Table:
     note = "Bytes per GPU; GiB = 2^30 bytes, GB = 10^9 bytes."
     stamp = ("{title}; " if title else "") + "Psi = {psi} parameters"
     fields = {"psi": f"{est.n_params:,}", **({"title": title} if title else {})}
+    if est.recompute_flops:
+        stamp += "; recomputation adds {extra} to the step's FLOPs"
+        fields["extra"] = f"{est.recompute_flops:.1%}"
+
     return Table(
         columns=["part", "bytes", "GiB", "GB"],
         rows=rows,

@@ -13,6 +13,7 @@ import torch
 
 from aiinfra.memory.activations import (
     CORE_TERMS,
+    RECOMPUTE,
     activation_bytes_per_layer,
     output_layer_bytes,
 )
@@ -25,12 +26,13 @@ from aiinfra.memory.experiments import (
     predicted_layer_bytes,
     shrunk_config,
 )
-from aiinfra.memory.layer_terms import layer_activation_terms
+from aiinfra.memory.layer_terms import layer_activation_bytes, layer_activation_terms
 from aiinfra.memory.model_states import (
     GRADIENT_LAYOUTS,
     model_states_bytes,
     zero_model_states_bytes,
 )
+from aiinfra.memory.recompute_cost import recompute_overhead
 from aiinfra.memory.tiny_gpt import tiny_gpt_config
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.params import count_parameters
@@ -291,4 +293,52 @@ def config_layers_table(
         "normalised input and 1/rms and the causal mask.",
         stamp="k = {k}, s = {s}, b = {b}",
         fields={"k": k, "s": s, "b": b},
+    )
+
+
+RECOMPUTE_CASES = (
+    ("gpt3-175b", 2048),
+    ("llama-3-8b", 8192),
+    ("llama-3-70b", 8192),
+    ("llama-3-405b", 8192),
+)
+
+
+def recompute_cost_table(cases: tuple[tuple[str, int], ...] = RECOMPUTE_CASES) -> Table:
+    """What each recomputation keeps and what it costs in FLOPs, per model.
+
+    Args:
+        cases: (preset name, sequence length) pairs.
+
+    Returns:
+        One row per case: one layer's 16-bit activations (eager layer, one
+        sequence, no parallelism) under each mode, in MiB, and the FLOPs that
+        selective and full recomputation add to the step, in percent.
+
+    Raises:
+        ValueError: a name is not a dense GQA/MHA preset.
+    """
+    rows = []
+    for name, s in cases:
+        c = preset(name)
+        mib = [
+            round(layer_activation_bytes(c, s, 1, recompute=rc) / 2**20)
+            for rc in RECOMPUTE
+        ]
+        extra = [round(100 * recompute_overhead(c, s, rc), 1) for rc in RECOMPUTE[1:]]
+        rows.append([name, s, *mib, *extra])
+    return Table(
+        columns=[
+            "model",
+            "T",
+            "none (MiB)",
+            "selective (MiB)",
+            "full (MiB)",
+            "selective: extra FLOPs (%)",
+            "full: extra FLOPs (%)",
+        ],
+        rows=rows,
+        note="One layer's activations, eager kernels, one sequence, no parallelism; "
+        "extra FLOPs of the second forward over the step's model FLOPs (attention "
+        "counted over the full T x T square).",
     )
