@@ -98,8 +98,11 @@ def test_model_and_config_are_exclusive(capsys):
 
 
 def test_attention_and_gradient_layout_options(capsys):
-    # Llama 3 8B, s = 8192: 354 GiB of layer activations with the paper's softmax,
-    # 32 GiB + 32 MiB with a fused kernel (s b h L = 2^30, see test_activations);
+    # Llama 3 8B, s = 8192, s b h L = 2^30 (hand count, per token and layer in
+    # units of h bytes: norm inputs 2 + 2, QKV and fc1 inputs 2 + 2, Q 2, K and V
+    # 0.5 each (G = H/4), output projection input 2, SwiGLU at f = 3.5 h: 4 x 7 eager
+    # or 3 x 7 fused): 41 + 2as/h = 169 GiB with the eager softmax (no dropout),
+    # 34 GiB + 32 MiB of log-sum-exp with fused kernels;
     # gradients 2 Psi (bf16) or 4 Psi (fp32) bytes, Psi = 8,030,261,248.
     argv = ["--model", "llama-3-8b", "--seq", "8192", "--json"]
     rows = {}
@@ -108,8 +111,8 @@ def test_attention_and_gradient_layout_options(capsys):
         assert rc == 0
         (table,) = json.loads(out)["tables"].values()
         rows[bool(extra)] = {r[0]: r for r in table["rows"]}
-    assert rows[False]["activations (layers)"][2] == 354.0
-    assert rows[True]["activations (layers)"][2] == round(32 + 1 / 32, 2)
+    assert rows[False]["activations (layers)"][2] == 41 + 2 * 32 * 8192 / 4096
+    assert rows[True]["activations (layers)"][2] == round(34 + 1 / 32, 2)
     assert rows[False]["gradients (bf16)"][1] == 2 * 8_030_261_248
     assert rows[True]["gradients (fp32)"][1] == 4 * 8_030_261_248
     logits = 4 * 8192 * 4096 + 4 * 8192 * 128256  # 4 sbh (1 + V/h)

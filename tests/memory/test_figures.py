@@ -31,11 +31,12 @@ def test_memory_vs_seq_figure_plots_16_psi_and_2sbh_per_layer():
     seqs = full.get_xdata()
     expected = [32 * 2 * s * 4096 / GiB for s in seqs]  # L = 32 layers, h = 4096
     assert list(full.get_ydata()) == pytest.approx(expected)
-    # s b h L / GiB = s / 8192 for Llama 3 8B (2^12 2^5 s / 2^30): 354 GiB of the
-    # paper's activations at s = 8192, 32 GiB + 32 MiB with a fused kernel.
+    # s b h L / GiB = s / 8192 for Llama 3 8B (2^12 2^5 s / 2^30): its eager
+    # layer keeps 41 + 2as/h = 169 sbh at s = 8192, the fused one 34 sbh and
+    # 32 MiB of log-sum-exp (hand count in test_cli).
     at_8k = list(seqs).index(8192)
-    assert none.get_ydata()[at_8k] == 354
-    assert flash.get_ydata()[at_8k] == 32 + 1 / 32
+    assert none.get_ydata()[at_8k] == 169
+    assert flash.get_ydata()[at_8k] == 34 + 1 / 32
     # fp32 logits: 4 s (h + V) bytes, V = 128,256: linear in s, 3.9 GiB at 8192.
     assert list(logits.get_ydata()) == [4 * s * (4096 + 128256) / GiB for s in seqs]
 
@@ -45,7 +46,26 @@ def test_step_rows_table_puts_16_18_20_psi_and_both_attention_rows():
     gib = [row[2] for row in table.rows]
     psi = 8_030_261_248
     assert gib[:3] == [round(k * psi / GiB, 1) for k in (16, 18, 20)]
-    assert gib[3:] == [354.0, 32.0, round((4 * 8192 * (4096 + 128256)) / GiB, 1)]
+    # Llama 3 8B's own layer (hand count in test_cli): 41 + 2HT/h = 169 sbh eager,
+    # 34 sbh fused (+ 32 MiB of log-sum-exp), s b h L = 2^30.
+    assert gib[3:] == [169.0, 34.0, round((4 * 8192 * (4096 + 128256)) / GiB, 1)]
+    assert [row[1] for row in table.rows[3:5]] == [
+        "L Tbh (41 + 2HT/h)",
+        "L (34 Tbh + 4bHT)",
+    ]
+
+
+def test_config_layers_table_is_table_2_for_gpt_and_measured_for_llama():
+    from aiinfra.memory.tables import config_layers_table
+
+    rows = {row[0]: row for row in config_layers_table().rows}
+    assert rows["gpt3-175b"][3:5] == [34, 32]  # Korthikanti's 34 and fused 32
+    # Llama 3 405B by hand: 6 (norm, QKV inputs, Q) + 2 x 2/16 (K, V) + 2 (output
+    # projection input) + 4 (MLP norm and fc1 inputs) + SwiGLU at f = 3.25 h:
+    # 4 x 6.5 eager, 3 x 6.5 fused.
+    assert rows["llama-3-405b"][3:5] == [38.25, 31.75]
+    for name in ("llama-3-8b", "mistral-7b", "qwen2.5-72b", "llama-3-405b"):
+        assert rows[name][5] == rows[name][6]  # counted = measured
 
 
 def test_segments_figure_measures_every_k():

@@ -97,9 +97,9 @@ def test_the_layouts_llama3_ran_are_valid_and_fit(gpus):
     sizes = {(lay.dp, lay.tp, lay.pp, lay.cp) for lay in valid}
     assert (gpus // 128, 8, 16, 1) in sizes
     # FSDP as Llama 3 ran it (optimizer states and gradients sharded, parameters
-    # kept through the step) is ZeRO-2 here; one sequence per micro-batch
-    # (batch size per DP = m), no activation checkpointing (Sec. 3.3.2). The
-    # paper does not give v: some v must fit.
+    # kept through the step) is ZeRO-2 here; no activation checkpointing (Sec.
+    # 3.3.2). Table 4 gives 16 sequences per DP rank but neither the micro-batch
+    # size nor v: one sequence per micro-batch with some v must fit.
     ran = [
         Layout(dp=gpus // 128, tp=8, pp=16, cp=1, zero=2, micro_batch=1, v=v)
         for v in CHUNKS
@@ -151,3 +151,11 @@ def test_bad_jobs_are_rejected_by_name(kwargs, match):
     args = {"model": TINY, "gpu": "H100", "gpus": 8, "global_batch": 64, "seq": 8}
     with pytest.raises(ValueError, match=match):
         Job(**(args | kwargs))
+
+
+def test_table4_sequences_per_dp_rank_are_the_16m_batch_over_dp():
+    from aiinfra.book.training.planner import LLAMA3_TABLE4
+
+    # Dubey et al. 2024, Table 4: 16M tokens per batch of 8,192-token sequences
+    # over DP 128 is the table's "batch size per DP" of 16 sequences.
+    assert LLAMA3_TABLE4["batch_per_dp"] == 2**24 // 8192 // LLAMA3_TABLE4["dp"]

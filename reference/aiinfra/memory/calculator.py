@@ -4,26 +4,32 @@ The per-rank bytes of training a model with mixed-precision Adam are the sum of 
 parts. Model states grow with the parameters: (2 + 2 + K) Psi bytes, divided by the
 tensor-parallel ranks t and, for the parts ZeRO partitions, by the data-parallel
 ranks N_d (:mod:`aiinfra.memory.model_states`). Activations grow with the tokens in
-flight: L layers of Korthikanti et al.'s per-layer bytes for sequence length s and
-micro-batch b (:mod:`aiinfra.memory.activations`). The model is a
+flight: L layers of the bytes one layer saves for backward at sequence length s and
+micro-batch b (:mod:`aiinfra.memory.layer_terms`: Korthikanti et al.'s count, read
+for the layer the config describes). The model is a
 :class:`~aiinfra.models.config.TransformerConfig` (a preset of
 :mod:`aiinfra.models.presets` or any ``config.json``) read in the paper's notation:
 h = ``d_model``, L = ``n_layers``, a = ``n_heads``, and Psi from
-:func:`~aiinfra.models.params.count_parameters`. The activation formula is the
-paper's GPT layer (MHA, 4h GELU MLP, dropout) or, with ``attention="flash"``, the
-same layer with a fused attention kernel and no dropout; for other architectures it
-is an estimate, not an exact count. The output layer and the loss (the fp32 logits,
-V per token) are counted apart; ``grad_dtype`` chooses 16, 18 or 20 bytes of model
-states per parameter. Not counted: the embedding activations, temporary buffers,
-fragmentation and the framework's own workspace.
+:func:`~aiinfra.models.params.count_parameters`. The activations are those of the
+config's own layer: its K/V heads, its MLP (GELU or SwiGLU) and width ``d_ff``,
+dropout for the GPT family; with ``attention="materialised"`` in eager kernels (the
+paper's GPT layer gives its Table 2), with ``"flash"`` in fused ones
+(FlashAttention, Megatron's fused SwiGLU, no dropout). Multi-head latent attention
+and experts are not modelled. The output layer and the loss (the fp32 logits, V per
+token) are counted apart, and so is what recomputation costs: the FLOPs of its
+second forward (:mod:`aiinfra.memory.recompute_cost`); ``grad_dtype`` chooses 16,
+18 or 20 bytes of model states per parameter. Not counted: the embedding
+activations, temporary buffers, fragmentation and the framework's own workspace.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aiinfra.memory.activations import activation_bytes_per_layer, output_layer_bytes
+from aiinfra.memory.activations import output_layer_bytes
+from aiinfra.memory.layer_terms import layer_activation_bytes
 from aiinfra.memory.model_states import gradient_layout, zero_model_states_bytes
+from aiinfra.memory.recompute_cost import recompute_overhead
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.params import count_parameters
 from aiinfra.report import Table
@@ -42,6 +48,8 @@ class MemoryEstimate:
         activations: bytes of activations per rank, all layers.
         logits: bytes the output layer and the loss keep (fp32 logits).
         grad_dtype: the gradient layout of the model states.
+        recompute_flops: the FLOPs recomputation adds, a fraction of the step's
+            model FLOPs (:mod:`aiinfra.memory.recompute_cost`).
     """
 
     n_params: int
@@ -51,6 +59,7 @@ class MemoryEstimate:
     activations: float
     logits: float = 0.0
     grad_dtype: str = "bf16"
+    recompute_flops: float = 0.0
 
     @property
     def total(self) -> float:
@@ -74,7 +83,8 @@ def estimate_memory(
     """Estimate the training memory of one rank.
 
     Args:
-        cfg: the model: h = ``d_model``, L = ``n_layers``, a = ``n_heads``.
+        cfg: the model: h = ``d_model``, L = ``n_layers``, a = ``n_heads``, its
+            K/V heads, MLP and ``d_ff``.
         seq: s, tokens per sequence.
         micro_batch: b, sequences per micro-batch.
         tp: t, tensor-parallel ranks; must divide ``n_heads`` and ``n_kv_heads``.
@@ -93,8 +103,8 @@ def estimate_memory(
     Raises:
         TypeError: ``cfg`` is not a :class:`TransformerConfig`.
         ValueError: a size is not positive, ``tp`` does not divide the heads (or the
-            sequence with ``sp``), or ``zero``, ``recompute``, ``attention`` or
-            ``grad_dtype`` is unknown.
+            sequence with ``sp``), ``cfg`` has MLA or experts, or ``zero``,
+            ``recompute``, ``attention`` or ``grad_dtype`` is unknown.
     """
     if not isinstance(cfg, TransformerConfig):
         raise TypeError(f"cfg must be a TransformerConfig, got {type(cfg).__name__}")
@@ -107,8 +117,8 @@ def estimate_memory(
             f"n_kv_heads = {cfg.n_kv_heads} (heads are split across TP ranks)"
         )
     grad_bytes, k = gradient_layout(grad_dtype)
-    per_layer = activation_bytes_per_layer(
-        seq, micro_batch, cfg.d_model, cfg.n_heads, tp, sp, recompute, attention
+    per_layer = layer_activation_bytes(
+        cfg, seq, micro_batch, tp, sp, recompute, attention
     )
     logits = output_layer_bytes(seq, micro_batch, cfg.d_model, cfg.vocab_size, tp)
     n_params = count_parameters(cfg).total
@@ -122,6 +132,7 @@ def estimate_memory(
         activations=cfg.n_layers * per_layer,
         logits=logits,
         grad_dtype=grad_dtype,
+        recompute_flops=recompute_overhead(cfg, seq, recompute),
     )
 
 
@@ -149,6 +160,10 @@ def memory_table(est: MemoryEstimate, title: str = "") -> Table:
     note = "Bytes per GPU; GiB = 2^30 bytes, GB = 10^9 bytes."
     stamp = ("{title}; " if title else "") + "Psi = {psi} parameters"
     fields = {"psi": f"{est.n_params:,}", **({"title": title} if title else {})}
+    if est.recompute_flops:
+        stamp += "; recomputation adds {extra} to the step's FLOPs"
+        fields["extra"] = f"{est.recompute_flops:.1%}"
+
     return Table(
         columns=["part", "bytes", "GiB", "GB"],
         rows=rows,

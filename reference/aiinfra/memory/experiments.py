@@ -10,11 +10,15 @@ them explicitly, so the two must agree to the byte. Model states: a real AdamW s
 in fp32 and in bf16 with fp32 master weights, against (4 + 4 + 8) Psi and
 (2 + 2 + 12) Psi plus AdamW's one 4-byte step counter per parameter tensor.
 Checkpointing: a chain of layers run as k segments, against
-:func:`aiinfra.memory.segments.checkpointed_peak_bytes`.
+:func:`aiinfra.memory.segments.checkpointed_peak_bytes`. The Llama family: layers of
+the package's own Transformer built from a config, in fp32, against
+:func:`aiinfra.memory.layer_terms.layer_activation_terms` plus what the eager
+RMSNorm and mask keep beyond it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -27,6 +31,7 @@ from aiinfra.memory.measure import SavedTensorLog, model_state_bytes
 from aiinfra.memory.model_states import ModelStateBytes, model_states_bytes
 from aiinfra.memory.tiny_gpt import TinyGPT, tiny_gpt_config
 from aiinfra.models.config import TransformerConfig
+from aiinfra.models.transformer import Block
 from aiinfra.precision.master_weights import MasterWeights
 
 
@@ -128,6 +133,99 @@ def predicted_layer_bytes(
     if recompute == "selective":
         terms = {k: v for k, v in terms.items() if k not in CORE_TERMS}
     return sum(terms.values()) + layer_norm_stats_bytes(s, b, act_bytes)
+
+
+def shrunk_config(
+    config: TransformerConfig, k: int = 64, s: int = 16
+) -> TransformerConfig:
+    """One layer of ``config`` with h, f and d divided by ``k``: same H, G, f/h.
+
+    Args:
+        config: a dense model (a preset).
+        k: divides ``d_model``, ``d_ff`` and ``head_dim`` (64 keeps d = 2 for
+            128-wide heads, the smallest that RoPE rotates).
+        s: the shrunk model's ``max_seq_len``.
+
+    Returns:
+        The shrunk config, one layer, a 256-token vocabulary.
+
+    Raises:
+        ValueError: ``k`` does not divide the three widths.
+    """
+    widths = {
+        "d_model": config.d_model,
+        "d_ff": config.d_ff,
+        "head_dim": config.head_dim,
+    }
+    if any(w % k for w in widths.values()):
+        raise ValueError(f"k = {k} must divide {widths}")
+    small = {name: w // k for name, w in widths.items()}
+    return dataclasses.replace(
+        config, **small, n_layers=1, vocab_size=256, max_seq_len=s, sliding_window=0
+    )
+
+
+def measure_config_layers(
+    config: TransformerConfig, b: int, s: int, seed: int = 0
+) -> LayerMeasurement:
+    """Run ``config.n_layers`` of the package's own :class:`Block` in fp32.
+
+    The blocks are those :class:`~aiinfra.models.transformer.Transformer` builds
+    from ``config`` (GQA, RoPE, RMSNorm, SwiGLU for the Llama family), written in
+    eager PyTorch: what :func:`~aiinfra.memory.layer_terms.layer_activation_terms`
+    counts with ``attention="materialised"``, plus :func:`eager_extras_bytes`.
+
+    Args:
+        config: a dense GQA/MHA config with an RMSNorm and SwiGLU layer.
+        b: micro-batch size.
+        s: sequence length (at most ``config.max_seq_len``).
+        seed: seeds the weights and the input (the global random state is
+            restored afterwards).
+
+    Returns:
+        The measurement of the blocks (embedding and head excluded).
+
+    Raises:
+        ValueError: ``config`` is not a Llama-family layer (the GPT layer, with
+            dropout, is :func:`measure_layers`'), or ``s`` does not fit it.
+    """
+    if config.mlp != "swiglu" or config.norm != "rmsnorm" or config.is_mla:
+        raise ValueError(
+            "config must be a Llama-family layer (rmsnorm, swiglu, GQA); the GPT "
+            "layer with dropout is measured by measure_layers"
+        )
+    if not 1 <= s <= config.max_seq_len:
+        raise ValueError(f"s must be in [1, {config.max_seq_len}], got {s}")
+    with torch.random.fork_rng(devices=[]):
+        torch.random.default_generator.manual_seed(seed)
+        blocks = [Block(config, i).train() for i in range(config.n_layers)]
+        x = torch.randn(b, s, config.d_model, requires_grad=True)  # (B, T, h)
+    states = [t for blk in blocks for t in (*blk.parameters(), *blk.buffers())]
+    with SavedTensorLog(exclude=states) as log:
+        y = x
+        for block in blocks:
+            y = block(y)  # (B, T, h)
+        forward_bytes = log.live_bytes
+        y.sum().backward()
+    return LayerMeasurement(forward_bytes, log.peak_bytes, log)
+
+
+def eager_extras_bytes(config: TransformerConfig, b: int, s: int) -> int:
+    """What the package's eager layer saves beyond the count, in fp32, per layer.
+
+    Each of the two RMSNorms, written as ``x * rsqrt(mean(x^2) + eps) * g``,
+    keeps its normalised input before the gain (s b h) and its 1/rms per token
+    (s b); the attention keeps its causal mask, s^2 bools shared by the batch.
+
+    Args:
+        config: the model (h = ``d_model``).
+        b: micro-batch size.
+        s: sequence length.
+
+    Returns:
+        Bytes per layer at 4 bytes per element.
+    """
+    return 2 * 4 * (s * b * config.d_model + s * b) + s * s
 
 
 def measure_model_states(

@@ -11,19 +11,30 @@ from __future__ import annotations
 
 import torch
 
-from aiinfra.memory.activations import activation_bytes_per_layer, output_layer_bytes
+from aiinfra.memory.activations import (
+    CORE_TERMS,
+    RECOMPUTE,
+    activation_bytes_per_layer,
+    output_layer_bytes,
+)
 from aiinfra.memory.calculator import GiB
 from aiinfra.memory.experiments import (
+    eager_extras_bytes,
+    measure_config_layers,
     measure_layers,
     measure_model_states,
     predicted_layer_bytes,
+    shrunk_config,
 )
+from aiinfra.memory.layer_terms import layer_activation_bytes, layer_activation_terms
 from aiinfra.memory.model_states import (
     GRADIENT_LAYOUTS,
     model_states_bytes,
     zero_model_states_bytes,
 )
+from aiinfra.memory.recompute_cost import recompute_overhead
 from aiinfra.memory.tiny_gpt import tiny_gpt_config
+from aiinfra.models.config import TransformerConfig
 from aiinfra.models.params import count_parameters
 from aiinfra.models.presets import DENSE_PRESETS, preset
 from aiinfra.report import Table
@@ -105,6 +116,16 @@ def recompute_table(
     )
 
 
+def _linear_and_total(
+    c: TransformerConfig, s: int, b: int, attention: str
+) -> tuple[float, float]:
+    """One layer's bytes linear in T, over Tbh, and its total bytes (16-bit)."""
+    terms = layer_activation_terms(c, s, b, attention=attention)
+    quadratic = (*CORE_TERMS, "attention: log-sum-exp (fp32)")  # in T^2 b or bHT
+    linear = sum(v for k, v in terms.items() if k not in quadratic)
+    return linear / (s * b * c.d_model), sum(terms.values())
+
+
 def step_rows_table(model: str = "llama-3-8b", s: int = 8192, b: int = 1) -> Table:
     """Model states under each gradient layout and activations under each attention.
 
@@ -133,11 +154,17 @@ def step_rows_table(model: str = "llama-3-8b", s: int = 8192, b: int = 1) -> Tab
         rows.append(
             [f"model states, {sources[layout]}", f"{2 + grad_bytes + k} Psi", total]
         )
-    for attention, label, formula in (
-        ("materialised", "softmax + dropout kept (Korthikanti)", "L Tbh (34 + 5HT/h)"),
-        ("flash", "fused attention, no dropout", "L (32 Tbh + 4bHT)"),
+    for attention, label in (
+        ("materialised", "eager layer, softmax kept"),
+        ("flash", "fused kernels"),
     ):
-        per_layer = activation_bytes_per_layer(s, b, h, a, attention=attention)
+        linear, per_layer = _linear_and_total(c, s, b, attention)
+        quadratic = "2HT/h" if attention == "materialised" else "4bHT"
+        formula = (
+            f"L Tbh ({linear:g} + {quadratic})"
+            if attention == "materialised"
+            else f"L ({linear:g} Tbh + {quadratic})"
+        )
         rows.append([f"activations, {label}", formula, n_layers * per_layer])
     rows.append(
         [
@@ -208,4 +235,110 @@ def measured_model_states_table() -> Table:
         rows=rows,
         note="Bytes of a 2-layer TinyGPT; formula (4+4+8) Psi or (2+2+12) Psi, and "
         "4 bytes of AdamW's step counter per parameter tensor.",
+    )
+
+
+LAYER_MODELS = ("gpt3-175b", "llama-3-8b", "mistral-7b", "qwen2.5-72b", "llama-3-405b")
+
+
+def config_layers_table(
+    names: tuple[str, ...] = LAYER_MODELS, s: int = 16, b: int = 2, k: int = 64
+) -> Table:
+    """Bytes per token a layer keeps, read from each config, and measured.
+
+    Args:
+        names: dense presets (GQA/MHA).
+        s: sequence length of the measured, shrunk layer.
+        b: its micro-batch size.
+        k: the shrink factor of h, f and d (:func:`shrunk_config`).
+
+    Returns:
+        One row per model: f/h, G/H, the T-linear bytes of one 16-bit layer per
+        token in units of h (eager and fused kernels), and for the Llama family the
+        fp32 bytes saved by the package's own shrunk block against the count.
+
+    Raises:
+        ValueError: a name is not a dense GQA/MHA preset.
+    """
+    rows = []
+    for name in names:
+        c = preset(name)
+        eager, _ = _linear_and_total(c, 8192, 1, "materialised")
+        fused, _ = _linear_and_total(c, 8192, 1, "flash")
+        measured: int | str = "-"
+        counted: int | str = "-"
+        if c.mlp == "swiglu":  # GPT's layer, with dropout: the TinyGPT table
+            small = shrunk_config(c, k, s)
+            measured = measure_config_layers(small, b, s).forward_bytes
+            terms = layer_activation_terms(small, s, b, act_bytes=4)
+            counted = int(sum(terms.values())) + eager_extras_bytes(small, b, s)
+        rows.append(
+            [name, round(c.d_ff / c.d_model, 2), f"{c.n_kv_heads}/{c.n_heads}"]
+            + [round(eager, 2), round(fused, 2), counted, measured]
+        )
+    return Table(
+        columns=[
+            "model",
+            "f / h",
+            "G / H",
+            "eager (x Tbh)",
+            "fused (x Tbh)",
+            "counted, shrunk (bytes)",
+            "measured, shrunk (bytes)",
+        ],
+        rows=rows,
+        note="Bytes one 16-bit layer keeps per token, in units of h, without the "
+        "quadratic softmax or log-sum-exp term; the shrunk layer has h, f and d "
+        "divided by k, runs in fp32, and its count adds the eager RMSNorm's "
+        "normalised input and 1/rms and the causal mask.",
+        stamp="k = {k}, s = {s}, b = {b}",
+        fields={"k": k, "s": s, "b": b},
+    )
+
+
+RECOMPUTE_CASES = (
+    ("gpt3-175b", 2048),
+    ("llama-3-8b", 8192),
+    ("llama-3-70b", 8192),
+    ("llama-3-405b", 8192),
+)
+
+
+def recompute_cost_table(cases: tuple[tuple[str, int], ...] = RECOMPUTE_CASES) -> Table:
+    """What each recomputation keeps and what it costs in FLOPs, per model.
+
+    Args:
+        cases: (preset name, sequence length) pairs.
+
+    Returns:
+        One row per case: one layer's 16-bit activations (eager layer, one
+        sequence, no parallelism) under each mode, in MiB, and the FLOPs that
+        selective and full recomputation add to the step, in percent.
+
+    Raises:
+        ValueError: a name is not a dense GQA/MHA preset.
+    """
+    rows = []
+    for name, s in cases:
+        c = preset(name)
+        mib = [
+            round(layer_activation_bytes(c, s, 1, recompute=rc) / 2**20)
+            for rc in RECOMPUTE
+        ]
+        extra = [round(100 * recompute_overhead(c, s, rc), 1) for rc in RECOMPUTE[1:]]
+        rows.append([name, s, *mib, *extra])
+    return Table(
+        columns=[
+            "model",
+            "T",
+            "none (MiB)",
+            "selective (MiB)",
+            "full (MiB)",
+            "selective: extra FLOPs (%)",
+            "full: extra FLOPs (%)",
+        ],
+        rows=rows,
+        note="One layer's activations, eager kernels, one sequence, no parallelism; "
+        "extra FLOPs of the second forward over the step's model FLOPs (attention "
+        "counted over the full T x T square).",
     )

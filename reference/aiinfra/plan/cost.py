@@ -50,6 +50,7 @@ from aiinfra.comm.cost import (
     ring_reduce_scatter_time,
 )
 from aiinfra.memory.model_states import gradient_layout
+from aiinfra.memory.recompute_cost import recompute_flops_per_token
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.flops import attention_flops_per_token, training_flops_per_token
 from aiinfra.models.params import count_parameters
@@ -154,12 +155,10 @@ def step_time(job: Job, layout: Layout) -> StepTime:
 
     # region compute
     per_token = training_flops_per_token(cfg, job.seq)
-    attention = attention_flops_per_token(cfg, job.seq)
-    head = 6 * cfg.vocab_size * cfg.d_model
-    extra = {"none": 0, "selective": attention / 3, "full": (per_token - head) / 3}
+    extra = recompute_flops_per_token(cfg, job.seq, layout.recompute)  # 2nd forward
     model_flops = per_token * job.global_batch
     imbalance = pp * layers / cfg.n_layers  # the busiest stage's share
-    flops = (per_token + extra[layout.recompute]) * job.global_batch * imbalance
+    flops = (per_token + extra) * job.global_batch * imbalance
     compute = flops / job.gpus / rate
     bubble = compute * (pp - 1) / (layout.v * m)
     # endregion
@@ -181,6 +180,7 @@ def step_time(job: Job, layout: Layout) -> StepTime:
         send_f = (cp - 1) * hop  # forward: K, V around the ring
         send_b = (cp - 1) * hop + cp * hop_acc  # backward: K, V again; dK, dV home
         # one layer's attention, forward + backward, causal: half the T x T square
+        attention = attention_flops_per_token(cfg, job.seq)  # full square, all L
         attn = CAUSAL_SHARE * attention / cfg.n_layers * tokens / tp / rate
         exposed_f = max(0.0, send_f - attn / 3)
         exposed_b = max(0.0, send_b - 2 * attn / 3)

@@ -18,6 +18,7 @@ from matplotlib.patches import Rectangle
 
 from aiinfra.plan.mesh import MESH_DIMS, MeshLayout
 from aiinfra.plan.search import Plan
+from aiinfra.plan.stage_profile import StageLoad
 
 # Tableau 10: neighbouring groups get distinct colours, repeating after ten.
 PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1")
@@ -119,4 +120,33 @@ def step_terms_figure(
         handlelength=1,
         columnspacing=1,
     )
+    return fig
+
+
+def stage_profile_figure(
+    profiles: dict[str, Sequence[StageLoad]], hbm_gb: float | None = None
+) -> Figure:
+    """Work and memory per pipeline rank, one line per way of splitting the layers.
+
+    Args:
+        profiles: label -> :func:`~aiinfra.plan.stage_profile.stage_profile`.
+        hbm_gb: the GPU's memory, drawn as a dashed line (``None``: no line).
+
+    Returns:
+        Two panels against the pipeline rank: training FLOPs in layers, and GB
+        (10^9 bytes) per GPU.
+    """
+    fig = Figure(figsize=(9, 3.6), layout="constrained")
+    work_ax, mem_ax = fig.subplots(1, 2)
+    for (label, loads), marker in zip(profiles.items(), "os^", strict=False):
+        ranks = [load.rank for load in loads]
+        work_ax.plot(ranks, [load.work for load in loads], marker + "-", label=label)
+        mem_ax.plot(ranks, [load.total / 1e9 for load in loads], marker + "-")
+    if hbm_gb is not None:
+        mem_ax.axhline(hbm_gb, color="k", ls="--", lw=1)
+    work_ax.set_ylabel("work (layers of FLOPs)")
+    mem_ax.set_ylabel("GB per GPU")
+    for ax in (work_ax, mem_ax):
+        ax.set_xlabel("pipeline rank")
+    work_ax.legend(loc="lower center", fontsize="small")
     return fig

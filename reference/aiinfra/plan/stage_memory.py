@@ -112,6 +112,24 @@ def calculator_estimate(job: Job, layout: Layout) -> MemoryEstimate:
     )
 
 
+def stage_estimate(job: Job, layout: Layout, layers: int) -> MemoryEstimate:
+    """The calculator on a stage of ``layout`` that holds ``layers`` layers.
+
+    As :func:`calculator_estimate`, for a stage of any depth (one V x h matrix).
+    """
+    return _estimate(
+        job,
+        layout.dp,
+        layout.tp,
+        layout.pp,
+        layout.cp,
+        layout.zero,
+        layout.micro_batch,
+        layout.recompute,
+        layers,
+    )
+
+
 @functools.lru_cache(maxsize=4096)
 def _estimate(
     job: Job,

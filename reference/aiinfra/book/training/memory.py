@@ -10,7 +10,9 @@ from aiinfra.memory import figures as memory_figures
 from aiinfra.memory import model_states
 from aiinfra.memory import tables as memory_tables
 from aiinfra.memory.calculator import estimate_memory, memory_report
+from aiinfra.memory.layer_terms import layer_activation_bytes
 from aiinfra.memory.model_states import model_states_bytes, zero_model_states_bytes
+from aiinfra.memory.recompute_cost import recompute_overhead
 from aiinfra.models.params import count_parameters
 from aiinfra.models.presets import preset
 from aiinfra.report import Table
@@ -25,6 +27,10 @@ ZERO_PSI, ZERO_RANKS = 7_500_000_000, 64  # ZeRO's example (its Fig. 1)
 
 
 ADAM_K = model_states.ADAM_STATE_BYTES  # K, bytes/parameter: mixed-precision Adam
+
+
+# Korthikanti et al. 2022, abstract: a 530B GPT-3-style model on 2240 A100s.
+KORTHIKANTI_530B = {"gpus": 2240, "mfu": 54.2, "mfu_recompute": 42.1}
 
 
 def llama_parameters() -> int:
@@ -62,7 +68,7 @@ def llama_activations_gib_8k(attention: str = "materialised") -> float:
 
 
 def llama_flash_ratio() -> float:
-    """The paper's activations over a fused kernel's, Llama 3 8B at 8192 tokens."""
+    """The eager layer's activations over fused kernels', Llama 3 8B at 8192 tokens."""
     return llama_activations_gib_8k() / llama_activations_gib_8k("flash")
 
 
@@ -74,6 +80,38 @@ def llama_logits_gib_8k() -> float:
 def step_rows_table() -> Table:
     """Llama 3 8B at 8192 tokens: model states per gradient layout, activations."""
     return memory_tables.step_rows_table(EXAMPLE, 8192)
+
+
+def config_layers_table() -> Table:
+    """Bytes per token of each model's own layer, counted and measured shrunk."""
+    return memory_tables.config_layers_table()
+
+
+def recompute_cost_table() -> Table:
+    """Activations kept and FLOPs added by each recomputation, per model."""
+    return memory_tables.recompute_cost_table()
+
+
+def recompute_extra_pct(model: str, seq: int, recompute: str) -> float:
+    """FLOPs ``recompute`` adds to a step of ``model`` at ``seq`` tokens, percent."""
+    return 100 * recompute_overhead(preset(model), seq, recompute)
+
+
+def llama_layer_mib(recompute: str = "none", attention: str = "materialised") -> float:
+    """One Llama 3 8B layer's 16-bit activations at 8192 tokens, one sequence, MiB."""
+    layer = layer_activation_bytes(
+        preset(EXAMPLE), 8192, 1, 1, False, recompute, attention
+    )
+    return layer / MIB
+
+
+def korthikanti_530b(field: str) -> float:
+    """Korthikanti et al.'s 530B run: ``gpus``, ``mfu`` or ``mfu_recompute`` (%).
+
+    ``mfu`` is with sequence parallelism and selective recomputation,
+    ``mfu_recompute`` with full recomputation.
+    """
+    return KORTHIKANTI_530B[field]
 
 
 def recompute_table() -> Table:

@@ -13,6 +13,8 @@ import functools
 
 from matplotlib.figure import Figure
 
+from aiinfra.accelerators import GPUS
+from aiinfra.models.presets import preset
 from aiinfra.parallel.pipeline import figures as pipeline_figures
 from aiinfra.parallel.pipeline.schedules import make_schedule, p2p_messages
 from aiinfra.parallel.pipeline.simulator import (
@@ -20,6 +22,9 @@ from aiinfra.parallel.pipeline.simulator import (
     PipelineTimeline,
     simulate,
 )
+from aiinfra.plan import figures as plan_figures
+from aiinfra.plan.job import Job, Layout
+from aiinfra.plan.stage_profile import StageLoad, stage_profile
 from aiinfra.report import Table
 
 PP_RANKS, PP_MICROBATCHES, PP_CHUNKS = 4, 8, 2  # p, m, v of the examples
@@ -156,3 +161,74 @@ def pp_stage_figure() -> Figure:
 def pp_bubble_figure() -> Figure:
     """Bubble against m: simulated points on the published curves."""
     return pipeline_figures.bubble_figure(PP_RANKS, PP_SWEEP, PP_CHUNKS)
+
+
+# Pipeline depth: Llama 3 405B laid out as Table 4 (Dubey et al. 2024), plain 1F1B,
+# one sequence per micro-batch, ZeRO-2, fp32 gradients, 16M-token batches.
+PP_DEPTH_MODEL, PP_DEPTH_GPUS, PP_DEPTH_BATCH = "llama-3-405b", 16384, 2**24
+PP_DEPTH_LAYOUT = Layout(dp=128, tp=8, pp=16, cp=1, zero=2, micro_batch=1)
+PP_DEPTH_TRIMS = {  # trim -> label; trim 0 is the planner's ceil(L / pp) per stage
+    0: "the same layers on every stage",
+    1: "one layer fewer on the first and last stage",
+}
+
+
+@functools.cache
+def _depth_profile(trim: int) -> tuple[StageLoad, ...]:
+    job = Job(
+        preset(PP_DEPTH_MODEL),
+        "H100",
+        PP_DEPTH_GPUS,
+        PP_DEPTH_BATCH,
+        8192,
+        grad_dtype="fp32",
+    )
+    if trim:
+        return tuple(stage_profile(job, PP_DEPTH_LAYOUT, trim))
+    even = -(-job.model.n_layers // PP_DEPTH_LAYOUT.pp)  # ceil(L / pp), as priced
+    return tuple(
+        stage_profile(job, PP_DEPTH_LAYOUT, layers=[even] * PP_DEPTH_LAYOUT.pp)
+    )
+
+
+def _rank(rank: int | str) -> int:
+    return -1 if rank == "last" else int(rank)
+
+
+def pp_depth_size(name: str) -> int:
+    """``pp``, ``tp``, ``dp`` or ``L`` (layers) of the depth example."""
+    if name == "L":
+        return preset(PP_DEPTH_MODEL).n_layers
+    return getattr(PP_DEPTH_LAYOUT, name)
+
+
+def pp_depth_layers(rank: int | str, trim: int = 0) -> int:
+    """Layers on pipeline rank ``rank`` ("last": the last) of the depth example."""
+    return _depth_profile(trim)[_rank(rank)].layers
+
+
+def pp_depth_gb(rank: int | str, trim: int = 0) -> float:
+    """GB per GPU on pipeline rank ``rank`` ("last": the last) of the depth example."""
+    return _depth_profile(trim)[_rank(rank)].total / 1e9
+
+
+def pp_depth_activations_gb(rank: int | str, trim: int = 0) -> float:
+    """GB of activations in flight on pipeline rank ``rank`` of the depth example."""
+    return _depth_profile(trim)[_rank(rank)].activations / 1e9
+
+
+def pp_depth_head_layers() -> float:
+    """The output head's training FLOPs in units of one layer's, 405B."""
+    last = _depth_profile(0)[-1]
+    return last.work - last.layers
+
+
+def pp_depth_work(rank: int | str, trim: int = 0) -> float:
+    """Work of pipeline rank ``rank`` ("last": the last), in layers, depth example."""
+    return _depth_profile(trim)[_rank(rank)].work
+
+
+def pp_depth_figure() -> Figure:
+    """Work and memory per pipeline rank of Llama 3 405B, split two ways."""
+    profiles = {label: _depth_profile(t) for t, label in PP_DEPTH_TRIMS.items()}
+    return plan_figures.stage_profile_figure(profiles, GPUS["H100"].hbm_bytes / 1e9)

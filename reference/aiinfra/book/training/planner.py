@@ -36,7 +36,15 @@ PLAN_CASES = {
 PLAN_GRAD_DTYPE = {"405b": "fp32"}
 # Dubey et al. 2024, Table 4, second row: 16,384 GPUs, sequence 8,192, batch
 # size per DP 16, 16M tokens per batch.
-LLAMA3_TABLE4 = {"dp": 128, "tp": 8, "pp": 16, "cp": 1, "tflops": 400, "mfu": 41}
+LLAMA3_TABLE4 = {
+    "dp": 128,
+    "tp": 8,
+    "pp": 16,
+    "cp": 1,
+    "batch_per_dp": 16,  # sequences per DP rank; the table gives no micro-batch size
+    "tflops": 400,
+    "mfu": 41,
+}
 # Dubey et al. 2024, Fig. 5: 16 GPUs (two 8-GPU servers), every group of size 2.
 PLAN_MESH_EXAMPLE = MeshLayout(dp=2, pp=2, cp=2, tp=2, gpus_per_node=8)
 PLAN_EFFICIENCY = Job.__dataclass_fields__["efficiency"].default  # the assumption
@@ -164,8 +172,13 @@ def table4_memory_gb() -> float:
 
 
 def table4_micro_batches() -> int:
-    """Micro-batches m of Table 4's 16K-GPU layout: sequences per DP rank."""
+    """Micro-batches k of the planner's best plan with Table 4's sizes."""
     return _table4_plan().layout.micro_batches(_plan_case_job("405b")[1])
+
+
+def table4_micro_batch_size() -> int:
+    """Sequences per micro-batch b the planner picks for Table 4's sizes."""
+    return _table4_plan().layout.micro_batch
 
 
 def table4_term(term: str) -> float:
@@ -261,7 +274,8 @@ def plan_shared_compute(case: str = "405b", top: int = 5) -> float:
 def table4_published(field: str) -> float:
     """A number of the paper's Table 4 for 405B on 16K GPUs.
 
-    ``field``: ``dp``, ``tp``, ``pp``, ``cp``, ``tflops`` (per GPU) or ``mfu`` (%).
+    ``field``: ``dp``, ``tp``, ``pp``, ``cp``, ``batch_per_dp`` (sequences per
+    data-parallel rank), ``tflops`` (per GPU) or ``mfu`` (%).
     """
     return LLAMA3_TABLE4[field]
 
