@@ -8,6 +8,7 @@ from matplotlib.figure import Figure
 from aiinfra.comm import cost, steps
 from aiinfra.comm.hccl import schedules
 from aiinfra.comm.hccl.cost import ALL_REDUCE, crossover_size_between
+from aiinfra.comm.hccl.env import exec_timeout
 
 
 def nhr_schedule_figure(p: int = 5) -> Figure:
@@ -47,4 +48,26 @@ def crossover_figure(
     ax.set_title(f"all-reduce, p = {p}")
     ax.legend(fontsize=8)
     ax.grid(True, which="major", alpha=0.3)
+    return fig
+
+
+def exec_timeout_figure(up_to: int = 400) -> Figure:
+    """The wait HCCL applies against the HCCL_EXEC_TIMEOUT set, for both products.
+
+    The Atlas training series rounds down to a multiple of 68 s (at least 68 s);
+    Atlas A2 takes the value as set.
+    """
+    x = np.arange(1, up_to + 1)  # seconds set
+    fig = Figure(figsize=(7, 3.2), layout="constrained")
+    ax = fig.subplots()
+    ax.plot(x, [exec_timeout(v, "atlas-a2") for v in x], label="Atlas A2")
+    ax.step(
+        x,
+        [exec_timeout(v, "atlas-training") for v in x],
+        where="post",
+        label="Atlas training series",
+    )
+    ax.set(xlabel="HCCL_EXEC_TIMEOUT set (s)", ylabel="wait applied (s)")
+    ax.legend(fontsize=8)
+    ax.grid(True, alpha=0.3)
     return fig
