@@ -129,3 +129,61 @@ def test_run_distributed_rejects_bad_arguments(kwargs, match):
     ws = kwargs.pop("world_size")
     with pytest.raises(ValueError, match=match):
         run_distributed(_rank_and_sum, ws, **kwargs)
+
+
+# --- the device and backend chooser -------------------------------------------------
+
+_REGISTER_NPU = """
+import torch
+import torch.distributed as dist
+from aiinfra.distributed import BACKENDS
+# What torch_npu does on import: name the PrivateUse1 device "npu", then register its
+# backend for it (torch_npu/__init__.py: register_backend("hccl", ...,
+# devices=["npu"])); a stand-in constructor, since no NPU library is installed here.
+torch.utils.rename_privateuse1_backend("npu")
+dist.Backend.register_backend("hccl", lambda *a: None, devices=["npu"])
+assert dist.get_default_backend_for_device("npu") == BACKENDS["npu"] == "hccl"
+print("ok")
+"""
+
+
+def test_backend_table_is_torchs_own_and_torch_npus():
+    import subprocess
+    import sys
+
+    import torch.distributed as dist
+    from aiinfra.distributed import BACKENDS, choose_backend
+
+    # torch's defaults for the device types it knows.
+    for device in ("cuda", "xpu", "cpu"):
+        assert dist.get_default_backend_for_device(device) == BACKENDS[device]
+        assert choose_backend(device) == (device, BACKENDS[device])
+    # npu -> hccl is what torch_npu's registration makes torch answer (in a child:
+    # registering a backend changes torch's tables for the whole process).
+    out = subprocess.run(
+        [sys.executable, "-c", _REGISTER_NPU],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip() == "ok"
+    with pytest.raises(ValueError, match="device_type"):
+        choose_backend("mps")
+
+
+def test_accelerator_type_asks_torch_accelerator(monkeypatch):
+    import torch
+    from aiinfra.distributed import accelerator_type, choose_backend
+
+    class FakeNpu:
+        type = "npu"
+
+    monkeypatch.setattr(
+        torch.accelerator, "current_accelerator", lambda check_available=False: FakeNpu
+    )
+    assert accelerator_type() == "npu"
+    assert choose_backend() == ("npu", "hccl")
+    monkeypatch.setattr(
+        torch.accelerator, "current_accelerator", lambda check_available=False: None
+    )
+    assert choose_backend() == ("cpu", "gloo")

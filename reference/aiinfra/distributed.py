@@ -64,17 +64,68 @@ def rank_device(group: dist.ProcessGroup | None = None) -> torch.device:
 
     NCCL communicates only CUDA tensors, so a rank whose group sends CUDA tensors
     through NCCL uses its current GPU (the one :func:`run_distributed` selected);
-    every other rank uses the CPU. Call it inside a running process group.
+    likewise an NPU under HCCL or an XPU under XCCL (:data:`BACKENDS`; those two are
+    written from their libraries' registration, not run here). Every other rank
+    uses the CPU. Call it inside a running process group.
 
     Args:
         group: the process group; ``None`` is the world.
 
     Returns:
-        ``cuda:<current device>`` under NCCL, else ``cpu``.
+        ``cuda:<current device>`` under NCCL (``npu:...`` under HCCL, ...), else
+        ``cpu``.
     """
-    if backend_devices(group).get("cuda") == "nccl":
-        return torch.device("cuda", torch.cuda.current_device())
+    for device_type, backend in backend_devices(group).items():
+        if device_type != "cpu" and BACKENDS.get(device_type) == backend:
+            module = getattr(torch, device_type)  # torch.cuda, torch.npu, torch.xpu
+            return torch.device(device_type, module.current_device())
     return torch.device("cpu")
+
+
+#: The collective backend of each device type, the one place the package decides it:
+#: torch's own defaults (``Backend.default_device_backend_map``: cuda -> nccl,
+#: xpu -> xccl, cpu -> gloo) and Huawei's ``torch_npu``, which on import registers
+#: its ``"hccl"`` backend for the ``"npu"`` device (a PrivateUse1 device type).
+BACKENDS = {"cuda": "nccl", "npu": "hccl", "xpu": "xccl", "cpu": "gloo"}
+
+
+def accelerator_type() -> str:
+    """This process's accelerator type (``"cuda"``, ``"npu"``, ...), or ``"cpu"``.
+
+    ``torch.accelerator.current_accelerator(check_available=True)`` where the torch
+    version has it (2.6 on), which also sees out-of-tree devices such as
+    ``torch_npu``'s NPUs; else CUDA if available. ``"cpu"`` when none is usable.
+    """
+    acc = getattr(torch, "accelerator", None)
+    if acc is not None and hasattr(acc, "current_accelerator"):
+        try:
+            dev = acc.current_accelerator(check_available=True)
+        except TypeError:  # torch 2.6 has no check_available
+            dev = acc.current_accelerator() if acc.is_available() else None
+        return dev.type if dev is not None else "cpu"
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def choose_backend(device_type: str | None = None) -> tuple[str, str]:
+    """The device type and collective backend for this process: one table, one place.
+
+    Args:
+        device_type: a key of :data:`BACKENDS`; ``None`` asks
+            :func:`accelerator_type`.
+
+    Returns:
+        ``(device_type, backend)``: ``("cuda", "nccl")``, ``("npu", "hccl")``,
+        ``("xpu", "xccl")`` or ``("cpu", "gloo")``.
+
+    Raises:
+        ValueError: a device type without a backend here (``"mps"``, ``"tpu"``).
+    """
+    device_type = accelerator_type() if device_type is None else device_type
+    if device_type not in BACKENDS:
+        raise ValueError(
+            f"device_type must be one of {sorted(BACKENDS)}, got {device_type!r}"
+        )
+    return device_type, BACKENDS[device_type]
 
 
 def _rank_main(
