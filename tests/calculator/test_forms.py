@@ -43,6 +43,9 @@ def command_line(argv: list[str], tmp_path=None) -> subprocess.CompletedProcess:
 
 CASES = [
     ("memory", {"--model": "llama-3-8b"}),
+    ("kv", {"--model": "llama-3-405b", "--gpus": "16", "--context": "131072"}),
+    ("kv", {"--model": "mixtral-8x7b", "--gpu": "H200", "--cache": "fp8"}),
+    ("kv", {"--model": "deepseek-v3", "--gpu": "H200", "--weights": "fp8"}),
     (
         "memory",
         {
@@ -117,6 +120,8 @@ def test_a_pasted_config_is_read_as_the_file_would_be(tmp_path):
         ("plan", {"--gpus": "0"}, "", "--gpus"),
         ("plan", {"--global-batch": "lots"}, "", "--global-batch"),
         ("budget", {"--mfu": "0.3 2"}, "", "--mfu"),
+        ("kv", {"--context": "0"}, "", "--context"),
+        ("kv", {"--model": forms.PASTED}, "[]", "--model"),
     ],
 )
 def test_bad_input_gets_the_commands_message_at_its_field(
@@ -141,8 +146,10 @@ def test_a_field_the_form_does_not_have_is_refused():
         not answer["ok"]
         and "--gpus is not a field of the memory form" in answer["message"]
     )
-    with pytest.raises(ValueError, match="kind must be one of memory, plan, budget"):
-        forms.run("kv", {})
+    with pytest.raises(
+        ValueError, match="kind must be one of memory, plan, kv, budget"
+    ):
+        forms.run("serve", {})
 
 
 def test_the_fields_are_the_commands_flags():
@@ -198,6 +205,7 @@ def test_every_word_a_result_shows_is_listed_for_translation():
     add("plan", {**tight, "--gpus": "256", "--attention": "materialised"})
     add("plan", {**tight, "--gpus": "128"})
     add("budget", {})
+    add("kv", {"--gpus": "16"})
     assert seen <= set(forms.WORDS), seen - set(forms.WORDS)
     assert set(forms.WORDS) - seen == set(), "listed but never shown"
 

@@ -1,12 +1,13 @@
 """Forms of the book's calculators, and one run of a form through the ``aiinfra`` CLI.
 
 Each :class:`Form` names an ``aiinfra`` command that needs neither torch nor
-matplotlib (``memory``, ``plan``, ``budget``): its fields are that command's flags,
-read from the command's own parser (type, default, choices, help), so a flag added
-to the command appears in the form. :func:`run` builds the command line from the
-values a reader typed (:func:`argv`), runs :func:`aiinfra.cli.main` with ``--json``
-and returns the first table, or the command's own error message and the flag it
-names: the page shows the message next to that field, never a traceback.
+matplotlib (``memory``, ``plan``, ``kv``, ``budget``): its fields are that
+command's flags, read from the command's own parser (type, default, choices, help),
+so a flag added to the command appears in the form. :func:`run` builds the command
+line from the values a reader typed (:func:`argv`), runs :func:`aiinfra.cli.main`
+with ``--json`` and returns the first table, or the command's own error message and
+the flag it names: the page shows the message next to that field, never a
+traceback.
 
 A pasted ``config.json`` is written to a temporary file and passed as the command's
 config flag, as a reader would pass the file in a terminal.
@@ -54,6 +55,9 @@ FIELD_NAMES = {
     "--params": "parameters N",
     "--tokens": "training tokens D",
     "--mfu": "MFU values (space-separated)",
+    "--context": "tokens per sequence",
+    "--weights": "weight dtype",
+    "--cache": "KV cache dtype",
 }
 
 #: Every word a result can show that is not a number: the columns, the word cells
@@ -105,6 +109,16 @@ WORDS = (
     "days",
     "C = 6ND (Kaplan et al. 2020); time = C / (GPUs x dense BF16 peak x MFU); "
     "days: wall-clock time with every GPU busy.",
+    "GPUs",
+    "weights (GB)",
+    "free (GB)",
+    "KiB / token",
+    "tokens of cache",
+    "sequences",
+    "GB = 1e9 bytes, KiB = 1024 bytes; free = HBM of the group minus the weights, "
+    "nothing reserved for activations or the runtime (an upper bound). KiB / token: "
+    "of the whole group, copies included where the group has more GPUs than K/V "
+    "heads. Sequences: how many of the stated length fit.",
 )
 
 
@@ -181,6 +195,15 @@ FORMS: dict[str, Form] = {
         },
         figure=("#", "step (s)"),
         api="aiinfra.plan.search.plan",
+    ),
+    "kv": Form(
+        command=("kv",),
+        flags=("--model", "--gpu", "--gpus", "--context", "--weights", "--cache"),
+        model_flag="--model",
+        config_flag="--config",
+        defaults={"--model": "llama-3-70b"},
+        figure=("GPUs", "sequences"),
+        api="aiinfra.models.kv_budget.kv_budget",
     ),
     "budget": Form(
         command=("budget",),

@@ -15,6 +15,12 @@ grouped expert computation of a MoE layer (:mod:`aiinfra.models.moe.bench`).
 Both print their tables; ``--stamp`` stores the result as the book's data,
 ``--out`` elsewhere.
 
+``aiinfra kv`` prints how many tokens of KV cache a tensor-parallel serving group
+holds next to the weights, for a named model or a ``config.json``, on group sizes
+up to ``--gpus`` (:func:`aiinfra.models.kv_budget.kv_budget`)::
+
+    aiinfra kv --model llama-3-70b --gpu h100 --gpus 8 --context 32768
+
 ``aiinfra list`` prints the names every command accepts: the models of
 :data:`aiinfra.models.presets.MODEL_NAMES` and the GPUs of
 :data:`aiinfra.accelerators.GPUS` (any case, everywhere).
@@ -162,6 +168,107 @@ def run_list(args: argparse.Namespace) -> int:
     return 0
 
 
+#: Bytes per element of the weights and of the cache that ``aiinfra kv`` takes.
+KV_DTYPES = {"bf16": 2, "fp8": 1}
+
+KV_NOTE = (
+    "GB = 1e9 bytes, KiB = 1024 bytes; free = HBM of the group minus the weights, "
+    "nothing reserved for activations or the runtime (an upper bound). KiB / token: "
+    "of the whole group, copies included where the group has more GPUs than K/V "
+    "heads. Sequences: how many of the stated length fit."
+)
+
+
+def add_kv(parser: argparse.ArgumentParser) -> None:
+    """Flags of ``aiinfra kv``."""
+    from aiinfra.accelerators import GPUS
+    from aiinfra.clikit import int_at_least, name_of
+    from aiinfra.models.presets import MODEL_NAMES
+
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument(
+        "--model",
+        type=name_of(MODEL_NAMES),
+        help=f"a named model, any case: {', '.join(MODEL_NAMES)}",
+    )
+    source.add_argument("--config", help="path to a Hugging Face config.json")
+    add = parser.add_argument
+    add("--gpu", type=name_of(GPUS), default="H100", help="GPU kind, any case")
+    add(
+        "--gpus",
+        type=int_at_least(1),
+        default=8,
+        help="largest tensor-parallel group (rows: 1, 2, 4, ... up to it)",
+    )
+    add("--context", type=int_at_least(1), default=8192, help="tokens per sequence")
+    add("--weights", choices=tuple(KV_DTYPES), default="bf16", help="weight dtype")
+    add("--cache", choices=tuple(KV_DTYPES), default="bf16", help="KV cache dtype")
+    add_output_flags(parser)
+
+
+def kv_table(args: argparse.Namespace) -> tuple[str, object]:
+    """The title and table of ``aiinfra kv`` for parsed flags.
+
+    Raises:
+        ValueError: the config cannot be read, or ``--gpus`` cannot split the K/V
+            heads evenly.
+    """
+    from aiinfra.accelerators import GPUS
+    from aiinfra.models.config import TransformerConfig
+    from aiinfra.models.hf.config import read_json_object
+    from aiinfra.models.kv_budget import kv_budget
+    from aiinfra.models.presets import preset
+    from aiinfra.report import Table
+
+    if args.model:
+        name, cfg = args.model, preset(args.model)
+    else:
+        try:
+            fields = read_json_object(args.config)
+        except OSError as err:
+            raise ValueError(f"--config cannot be read: {err}") from err
+        name, cfg = args.config, TransformerConfig.from_hf_config(fields)
+    sizes = [1 << k for k in range(args.gpus.bit_length()) if 1 << k < args.gpus]
+    rows = []
+    for n in [*sizes, args.gpus]:
+        try:
+            b = kv_budget(
+                cfg,
+                GPUS[args.gpu],
+                n,
+                bytes_per_element=KV_DTYPES[args.cache],
+                bytes_per_weight=KV_DTYPES[args.weights],
+            )
+        except ValueError as err:
+            if n == args.gpus:
+                raise ValueError(f"--gpus: {err}") from err
+            continue  # a smaller group that cannot split the heads: not a layout
+        rows.append(
+            [
+                n,
+                round(b.weight_bytes / 1e9, 1),
+                round(b.free_bytes / 1e9, 1),
+                round(b.bytes_per_token / 1024, 1),
+                b.tokens,
+                b.tokens // args.context,
+            ]
+        )
+    columns = ["GPUs", "weights (GB)", "free (GB)", "KiB / token", "tokens of cache"]
+    table = Table([*columns, "sequences"], rows, KV_NOTE)
+    title = (
+        f"KV cache of {name} on {args.gpu}: {args.weights} weights, {args.cache} "
+        f"cache, sequences of {args.context} tokens"
+    )
+    return title, table
+
+
+def run_kv(args: argparse.Namespace) -> int:
+    """Print the KV budget of each group size."""
+    title, table = kv_table(args)
+    show(args, {title: table})
+    return 0
+
+
 def _moe_runs(args: argparse.Namespace) -> str:
     """What ``bench moe`` runs; its defaults take about 30 s."""
     sizes = ", ".join(map(str, args.tokens))
@@ -200,6 +307,13 @@ COMMANDS = (
         run_bench_hf_checkpoints,
         runs="one tiny model per family saved with save_pretrained, loaded with "
         "Transformer.from_pretrained and compared; under a minute",
+    ),
+    Command(
+        "kv",
+        None,
+        "tokens of KV cache a tensor-parallel serving group holds next to the weights",
+        add_kv,
+        run_kv,
     ),
     Command(
         "list",

@@ -15,12 +15,9 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-import torch
-
 from aiinfra import checks
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.presets import preset
-from aiinfra.models.transformer import make_attention
 from aiinfra.report import Table
 
 if TYPE_CHECKING:  # drawing needs matplotlib (the docs extra); counting does not
@@ -95,6 +92,10 @@ def measured_elements_per_token(
     Raises:
         ValueError: ``n_layers`` or ``seq_len`` is not a positive integer.
     """
+    import torch  # only the measurement needs it: the counts run under Pyodide
+
+    from aiinfra.models.transformer import make_attention
+
     checks.positive_ints(n_layers=n_layers, seq_len=seq_len)
     narrow = dataclasses.replace(
         c, d_model=16, q_lora_rank=min(c.q_lora_rank, 16), max_seq_len=seq_len
