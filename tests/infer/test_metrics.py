@@ -260,16 +260,18 @@ def test_fused_step_equals_a_count_of_the_matmuls_run_and_of_the_bytes():
     T, B, ctx = 8, 3, 5
     with torch.no_grad(), MatmulFlops() as prefill:
         model(torch.zeros(1, T, dtype=torch.long), model.new_caches(1, T))
-    step = fused_step(c, T, T * T, 0, 4, None, 4)  # fp32, the model scores T x T
-    assert (prefill.flops, step.bytes) == (step.flops, 4 * weights)
+    weights += 2 * 2 * 32 + 32  # two RMSNorm gains per layer, the final one
+    step = fused_step(c, T, T * T, 0, 4, None, 4, 4)  # fp32: the model scores T x T
+    rows = 32 * T  # the embedding rows gathered, not the table
+    assert (prefill.flops, step.bytes) == (step.flops, 4 * (weights + rows))
     caches = model.new_caches(B, ctx + 1)
     for cache in caches:
         cache.length = ctx
     with torch.no_grad(), MatmulFlops() as decode:
         model(torch.zeros(B, 1, dtype=torch.long), caches)
     kv = sum(x.k[:, :, :ctx].nbytes + x.v[:, :, :ctx].nbytes for x in caches)
-    step = fused_step(c, B, B * (ctx + 1), B * ctx, 4, None, 4)  # cache read once
-    assert (decode.flops, step.bytes) == (step.flops, 4 * weights + kv)
+    step = fused_step(c, B, B * (ctx + 1), B * ctx, 4, None, 4, 4)  # cache read once
+    assert (decode.flops, step.bytes) == (step.flops, 4 * (weights + 32 * B) + kv)
 
 
 TINY = dict(d_model=32, n_layers=1, n_heads=4, n_kv_heads=2, d_ff=48, vocab_size=32)
@@ -307,3 +309,14 @@ def test_phase_bench_runs_stamps_and_loads(tmp_path):
 def test_phase_bench_config_refuses_bad_sizes(bad, match):
     with pytest.raises(ValueError, match=match):
         pb.PhaseBenchConfig(**(TINY | bad))
+
+
+def test_weights_alone_put_the_ridge_batch_at_peak_over_bandwidth():
+    # Two FLOPs per bf16 weight and sequence over its two bytes: B FLOPs per byte,
+    # so the H100 SXM's 989 TFLOP/s over 3.35 TB/s (295.2) asks for 296 sequences.
+    # The per-kernel count adds the activations each matmul reads and writes, which
+    # grow with B: more sequences (the page once called that count "weights alone").
+    from aiinfra.book.inference import metrics as page
+
+    assert page.decode_ridge_batch_weights("H100") == math.ceil(989e12 / 3.35e12)
+    assert page.decode_ridge_batch("H100") > page.decode_ridge_batch_weights("H100")

@@ -4,7 +4,7 @@ import pytest
 import torch
 from aiinfra.accelerators import GPUS
 from aiinfra.models.attention.gqa import KVCache
-from aiinfra.models.kv_budget import kv_budget, kv_budget_table
+from aiinfra.models.kv_budget import kv_budget, kv_budget_table, kv_copies
 from aiinfra.models.params import count_parameters
 from aiinfra.models.presets import preset
 
@@ -54,3 +54,20 @@ def test_table_counts_whole_sequences():
 def test_bad_sizes_are_rejected(kwargs):
     with pytest.raises(ValueError, match="must be an int >= 1"):
         kv_budget(preset("llama-3-8b"), GPUS["H100"], **kwargs)
+
+
+def test_past_g_ranks_the_kv_heads_are_replicated_as_vllm_does():
+    # vLLM's ModelConfig.get_num_kv_heads: each tensor-parallel rank keeps
+    # max(1, G // p) KV heads, so past p = G the group stores p / G copies.
+    # Llama 3 70B, G = 8, 320 KiB of bf16 cache per token, 141.1e9 bf16 weights.
+    c, h100 = preset("llama-3-70b"), GPUS["H100"]
+    for p in (1, 2, 4, 8, 16, 32):
+        assert kv_copies(c, p) == p * max(1, 8 // p) / 8
+    weights = kv_budget(c, h100, 16).weight_bytes
+    assert kv_budget(c, h100, 16).tokens == (16 * 80e9 - weights) // (2 * 327680)
+    gain = kv_budget(c, h100, 16).tokens / kv_budget(c, h100, 8).tokens
+    assert 1.1 < gain < 1.2  # not the doubling of p <= G
+    # MLA's latent is one shared head: every rank stores all of it.
+    assert kv_copies(preset("deepseek-v3"), 8) == 8
+    with pytest.raises(ValueError, match="must divide evenly"):
+        kv_copies(c, 12)

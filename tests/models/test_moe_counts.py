@@ -271,3 +271,24 @@ def test_dense_configs_are_unchanged_and_is_moe_layer_checks_its_index():
     assert not c.is_moe_layer(1)
     with pytest.raises(ValueError, match="i must be an int in \\[0, 1\\]"):
         c.is_moe_layer(2)
+
+
+def test_deepseek_v3_fp8_weights_count_each_of_transformers_linears():
+    # DeepSeek-V3 (Sec. 3.3.2) is released in FP8: every linear layer of the
+    # decoder in e4m3 with one fp32 scale per 128 x 128 block (ceil per matrix),
+    # the routers' gates, the embedding, the head and the norms in bf16.
+    import math
+
+    from aiinfra.book.models.moe_models import bf16_weights_gb, fp8_weights_gb
+
+    model = hf_model(PRESETS["deepseek-v3"])
+    total = 0
+    for name, p in model.named_parameters():
+        if name.startswith("model.layers.") and p.dim() >= 2 and ".gate." not in name:
+            n, m = p.shape[-2:]  # the experts are stacked: (E, n, m)
+            scales = p[..., 0, 0].numel() * math.ceil(n / 128) * math.ceil(m / 128)
+            total += p.numel() + 4 * scales
+        else:
+            total += 2 * p.numel()
+    assert fp8_weights_gb() == pytest.approx(total / 1e9, rel=1e-4)
+    assert fp8_weights_gb() < 0.51 * bf16_weights_gb()  # about 0.7 TB, not 1.3

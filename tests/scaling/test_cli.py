@@ -28,15 +28,16 @@ def test_each_laws_allocation_spends_the_budget(capsys):
     out = run_json(capsys, "--flops", "3.8e25")
     table = out["compute_optimal"]
     laws = [row[0] for row in table["rows"]]
-    assert laws[:3] == [
+    assert laws[:4] == [
         "Kaplan et al. 2020",
-        "Hoffmann et al. 2022",
+        "Hoffmann et al. 2022, printed",
+        "Hoffmann et al. 2022, unrounded exponents",
         "Besiroglu et al. 2024",
     ]
     for _, n, d, per_param, _ in table["rows"]:
         assert 6 * n * d == pytest.approx(3.8e25, rel=1e-9)
         assert per_param == pytest.approx(d / n)
-    besiroglu = table["rows"][2]
+    besiroglu = table["rows"][3]
     assert 10 < besiroglu[3] < 30  # about 20 tokens per parameter
 
 
@@ -53,7 +54,7 @@ def test_llama3_405b_choice_is_put_in_each_laws_terms(capsys):
 
 def test_without_a_fit_file_the_published_laws_remain(capsys, tmp_path):
     out = run_json(capsys, "--flops", "1e22", "--fit", str(tmp_path / "none.json"))
-    assert len(out["compute_optimal"]["rows"]) == 3
+    assert len(out["compute_optimal"]["rows"]) == 4  # Kaplan, Hoffmann twice, Besiroglu
 
 
 def test_text_output_has_both_tables(capsys):

@@ -135,3 +135,21 @@ def test_tokens_to_match_reaches_the_target_loss():
 def test_bad_input_is_rejected(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_unrounded_exponents_give_hoffmann_et_al_s_own_approach_3_numbers():
+    # Hoffmann et al. 2022 print alpha = 0.34, beta = 0.28 (Eq. 10) but report
+    # a = 0.46 (Table 2) and 40B at Gopher's 5.76e23 FLOPs (Table 3) for Approach
+    # 3; the rounded exponents give a = 0.452 and 32B, the unrounded 0.33917 and
+    # 0.28491 give both published numbers.
+    from aiinfra.scaling.laws import (
+        CHINCHILLA_APPROACH3_GOPHER_N,
+        CHINCHILLA_REPORTED_A,
+        CHINCHILLA_UNROUNDED,
+    )
+
+    n, _ = CHINCHILLA_UNROUNDED.compute_optimal(CHINCHILLA_70B.reported_flops)
+    assert n == pytest.approx(CHINCHILLA_APPROACH3_GOPHER_N, rel=0.02)
+    assert round(CHINCHILLA_UNROUNDED.exponents[0], 2) == CHINCHILLA_REPORTED_A
+    rounded, _ = CHINCHILLA.compute_optimal(CHINCHILLA_70B.reported_flops)
+    assert rounded == pytest.approx(32.2e9, rel=0.01)

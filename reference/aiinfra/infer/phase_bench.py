@@ -212,7 +212,7 @@ def run_phase_bench(
                 # pairs: (query, key) per layer, the masked ones of a prefill too
                 # (the model scores T x T); a decode step reads its cache, fp32
                 kv = 0 if phase == "prefill" else pairs
-                step = fused_step(c, size, pairs, kv, 4, None, 4)
+                step = fused_step(c, size, pairs, kv, 4, None, 4, 4)
                 row = {"phase": phase, "size": size, "seconds": s, "flops": step.flops}
                 rows.append(row | {"bytes": step.bytes, "tokens_per_s": size / s})
     finally:

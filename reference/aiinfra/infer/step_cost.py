@@ -4,18 +4,21 @@ A serving GPU runs *steps*, one forward pass over the new tokens of every sequen
 the batch: whole prompts or chunks of them (prefill) and one token per generating
 sequence (decode). A step's FLOPs are ``2 Psi_mm`` per new token for the matmuls
 (``Psi_mm``: the weights that enter a matmul, :func:`~aiinfra.models.flops.
-matmul_parameters`) plus ``4 L H d`` per pair of a query and a token it attends to;
-its compulsory bytes are every weight once, each sequence's cached keys and values
-once, and the new keys and values written. On a GPU of peak ``F`` FLOP/s and HBM
-bandwidth ``W`` the step takes at least ``max(FLOPs / F, bytes / W)`` (the roofline of
-Williams et al. 2009): a decode step of a small batch is bound by the weights' bytes,
-a prefill step by the FLOPs. The bound leaves out activations, the sampler and kernel
-launches; ``overhead`` adds a fixed time per step. :func:`fused_step` counts those
-FLOPs and bytes (of quantized weights too) and :func:`roof_time` times a kernel:
-the one count and the one roof, which
+matmul_parameters`) plus ``4 L H d`` per pair of a query and a token it attends to; its
+compulsory bytes are every weight once (the matmul weights, the norms and biases, and
+one embedding row per new token: the table is indexed, not read), each sequence's cached
+keys and values once, and the new keys and values written. On a GPU of peak ``F`` FLOP/s
+and HBM bandwidth ``W`` the step takes at least ``max(FLOPs / F, bytes / W)`` (the
+roofline of Williams et al. 2009): a decode step of a small batch is bound by the
+weights' bytes, a prefill step by the FLOPs. The bound leaves out activations, the
+sampler and kernel launches; ``overhead`` adds a fixed time per step. :func:`fused_step`
+counts those FLOPs and bytes (of quantized weights too), :func:`decode_step_bytes` is
+its bytes for a decode step, and :func:`roof_time` times a kernel: the one count and the
+one roof of every page, which
+:func:`~aiinfra.infer.kv.decode.decode_bound_tokens_per_s`,
 :func:`~aiinfra.infer.quant.triton_matmul.decode_step_time` and
-:mod:`~aiinfra.infer.phase_bench` use as well. :class:`LinearStepCost` is a toy
-cost for schedules worked by hand.
+:mod:`~aiinfra.infer.phase_bench` use as well. :class:`LinearStepCost` is a toy cost for
+schedules worked by hand.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from aiinfra.accelerators import Gpu
 from aiinfra.models.attention.kv_cache_size import kv_bytes_per_token
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.flops import attention_flops_per_token, matmul_parameters
+from aiinfra.models.params import count_parameters
 from aiinfra.models.roofline import Kernel
 
 # (a prompt's new tokens in this step, its tokens cached before)
@@ -45,12 +49,14 @@ def fused_step(
     weight_bytes: float = 2,
     group_size: int | None = None,
     kv_bytes: int = 2,
+    param_bytes: int = 2,
 ) -> Kernel:
     """The FLOPs and compulsory bytes of a whole forward step, as one kernel.
 
     ``2 Psi_mm`` FLOPs per new token and ``4 L H d`` per (query, key) pair; every
-    matmul weight read once, plus one 2-byte scale per ``group_size`` weights, and
-    the keys and values of ``kv_tokens`` tokens read or written.
+    matmul weight read once, plus one 2-byte scale per ``group_size`` weights, the
+    norm gains and biases, one embedding row per new token (a gather: the table is
+    not read), and the keys and values of ``kv_tokens`` tokens read or written.
 
     Args:
         c: a dense model (no mixture-of-experts layers).
@@ -60,6 +66,7 @@ def fused_step(
         weight_bytes: per matmul weight (2: bf16; 0.5: int4).
         group_size: weights per scale of quantized weights; ``None``: no scales.
         kv_bytes: per cached element (2: bf16).
+        param_bytes: per unquantized parameter: norms, biases, embedding rows.
 
     Raises:
         ValueError: a mixture-of-experts model.
@@ -68,9 +75,66 @@ def fused_step(
         raise ValueError("c must be a dense model (no mixture-of-experts)")
     psi = matmul_parameters(c)  # the weights a token meets: all of them
     flops = 2 * psi * tokens + attention_flops_per_token(c, 1) // 3 * pairs
+    # region step-bytes
+    n = count_parameters(c)
+    norms_biases = n.total - n.embedding - n.head - (psi - c.vocab_size * c.d_model)
+    rows = (2 if c.position == "learned" else 1) * c.d_model  # token (+ position)
     weights = psi * weight_bytes + (2 * psi / group_size if group_size else 0)
+    weights += (norms_biases + rows * tokens) * param_bytes
     moved = weights + kv_bytes_per_token(c, kv_bytes) * kv_tokens
+    # endregion
     return Kernel("step", flops, moved)
+
+
+def decode_step(
+    c: TransformerConfig,
+    batch: int,
+    context: int,
+    weight_bytes: float = 2,
+    group_size: int | None = None,
+    kv_bytes: int = 2,
+) -> Kernel:
+    """One decode step of ``batch`` sequences with ``context`` cached tokens each.
+
+    Each sequence's new token attends to its ``context`` cached keys and itself;
+    the step reads that cache and writes the new keys and values
+    (:func:`fused_step`).
+
+    Raises:
+        ValueError: ``batch < 1`` or ``context < 0``, or as :func:`fused_step`.
+    """
+    if not (isinstance(batch, int) and batch >= 1):
+        raise ValueError(f"batch must be an integer >= 1, got {batch!r}")
+    if not (isinstance(context, int) and context >= 0):
+        raise ValueError(f"context must be an integer >= 0, got {context!r}")
+    kv = batch * (context + 1)  # read the cache, write the new token's K and V
+    return fused_step(c, batch, kv, kv, weight_bytes, group_size, kv_bytes)
+
+
+def decode_step_bytes(
+    c: TransformerConfig,
+    batch: int,
+    context: int,
+    weight_bytes: float = 2,
+    kv_bytes: int = 2,
+) -> float:
+    """Bytes one decode step moves through HBM: the one count every page uses.
+
+    Every matmul weight, norm and bias once (shared by the batch), one embedding
+    row per sequence, and each sequence's cache of ``context`` tokens read and its
+    new token's keys and values written (:func:`decode_step`).
+
+    Args:
+        c: a dense model.
+        batch: sequences decoded together (they share the weight read).
+        context: cached positions per sequence.
+        weight_bytes: per matmul weight (2: bf16).
+        kv_bytes: per cached element (2: bf16).
+
+    Raises:
+        ValueError: ``batch < 1``, ``context < 0`` or a mixture-of-experts model.
+    """
+    return float(decode_step(c, batch, context, weight_bytes, None, kv_bytes).bytes)
 
 
 def roof_time(k: Kernel, gpu: Gpu, fmt: str = "bf16") -> np.ndarray | float:

@@ -4,7 +4,11 @@ Serving keeps the weights and the KV cache of every running sequence in HBM. Wha
 the weights leave, divided by the cache's bytes per token (:mod:`aiinfra.models.
 kv_cache_size`), is the number of tokens in flight: batch size times context.
 Tensor parallelism over ``p`` GPUs splits both the weights and the KV heads, so the
-budget of the group is ``p`` HBMs minus one copy of the weights. Nothing is reserved
+budget of the group is ``p`` HBMs minus one copy of the weights, while ``p <= G``.
+Past ``G`` key/value heads a GPU still needs whole heads: vLLM gives each rank
+``max(1, G // p)`` of them (``ModelConfig.get_num_kv_heads``), so the group stores
+``p / G`` copies of the cache, and MLA's one latent per token is stored on every
+rank. Nothing is reserved
 here for activations, the CUDA context or fragmentation, which a serving engine
 such as vLLM (Kwon et al. 2023) keeps back: the counts are upper bounds.
 """
@@ -40,6 +44,24 @@ class KVBudget:
         return max(self.free_bytes, 0) // self.bytes_per_token
 
 
+def kv_copies(c: TransformerConfig, n_gpus: int) -> float:
+    """Copies of each token's keys and values a tensor-parallel group stores.
+
+    Each of the ``p`` ranks holds ``max(1, G // p)`` of the ``G`` key/value heads,
+    as vLLM does: 1 while ``p <= G``, ``p / G`` beyond. MLA's latent is one shared
+    "head": every rank stores all of it.
+
+    Raises:
+        ValueError: ``n_gpus`` is not a positive integer, or neither of ``G`` and
+            ``p`` divides the other (the heads cannot be split evenly).
+    """
+    checks.positive_int("n_gpus", n_gpus)
+    G = 1 if c.is_mla else c.n_kv_heads
+    if G % n_gpus and n_gpus % G:
+        raise ValueError(f"n_gpus ({n_gpus}) and the {G} KV heads must divide evenly")
+    return n_gpus * max(1, G // n_gpus) / G
+
+
 def kv_budget(
     c: TransformerConfig,
     gpu: Gpu,
@@ -52,12 +74,12 @@ def kv_budget(
     Args:
         c: the model (a dense one: every layer as the config describes it).
         gpu: the accelerator (:data:`~aiinfra.accelerators.GPUS`).
-        n_gpus: ``p``, the tensor-parallel group size.
+        n_gpus: ``p``, the tensor-parallel group size (:func:`kv_copies`).
         bytes_per_element: of the cache, 2 for bf16.
         bytes_per_weight: of the weights, 2 for bf16.
 
     Returns:
-        Weight, free and per-token bytes.
+        Weight, free and per-token bytes (of the group, copies included).
 
     Raises:
         ValueError: a size is not a positive integer.
@@ -68,10 +90,11 @@ def kv_budget(
         ("bytes_per_weight", bytes_per_weight),
     ):
         checks.positive_int(arg, value)
+    kv_copies(c, n_gpus)  # the heads must split evenly
     # region budget (the arguments are checked above)
     weights = count_parameters(c).total * bytes_per_weight
-    per_token = kv_bytes_per_token(c, bytes_per_element)
-    return KVBudget(weights, n_gpus * gpu.hbm_bytes - weights, per_token)
+    per_token = kv_bytes_per_token(c, bytes_per_element) * kv_copies(c, n_gpus)
+    return KVBudget(weights, n_gpus * gpu.hbm_bytes - weights, int(per_token))
 
 
 SETUPS = (  # (model, GPU, group size)
@@ -120,13 +143,13 @@ def kv_budget_table(setups: tuple = SETUPS, context: int = 8192) -> Table:
     return Table(columns, rows, note, stamp, fields=fields)
 
 
-def kv_budget_figure(max_gpus: int = 8) -> Figure:
+def kv_budget_figure(max_gpus: int = 16) -> Figure:
     """Tokens of cache that fit against the group size, Llama 3 8B and 70B."""
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(6, 3.6), layout="constrained")
     ax = fig.add_subplot()
-    sizes = [n for n in (1, 2, 4, 8) if n <= max_gpus]
+    sizes = [n for n in (1, 2, 4, 8, 16) if n <= max_gpus]
     for name in ("llama-3-8b", "llama-3-70b"):
         for gpu_key, style in (("H100", "-o"), ("H200", "--s")):
             c = preset(name)

@@ -260,8 +260,31 @@ CHINCHILLA_REPORTED_A = 0.46
 
 # Hoffmann et al. 2022, Sec. 3.3 (Eq. 10): Approach 3's fit, as printed (2 digits).
 CHINCHILLA = ChinchillaLaw(
-    E=1.69, A=406.4, B=410.7, alpha=0.34, beta=0.28, source="Hoffmann et al. 2022"
+    E=1.69,
+    A=406.4,
+    B=410.7,
+    alpha=0.34,
+    beta=0.28,
+    source="Hoffmann et al. 2022, printed",
 )
+# The same fit with the exponents unrounded, alpha = 0.33917 and beta = 0.28491
+# (quoted by Besiroglu et al. 2024, v2): they give the paper's own a = 0.46 (Table
+# 2) and its 40B for Approach 3 at Gopher's budget (Table 3), which the rounded
+# exponents (32B) do not.
+CHINCHILLA_UNROUNDED = ChinchillaLaw(
+    E=1.69,
+    A=406.4,
+    B=410.7,
+    alpha=0.33917,
+    beta=0.28491,
+    source="Hoffmann et al. 2022, unrounded exponents",
+)
+# Hoffmann et al. 2022, Table 3: Approach 3's N_opt at Gopher's budget, 40B.
+CHINCHILLA_APPROACH3_GOPHER_N = 40e9
+# Dubey et al. 2024, Sec. 3.2.1: their own iso-FLOP law's optimum at 3.8e25 FLOPs,
+# 402B parameters on 16.55T tokens (their fitted (alpha, A) = (0.53, 0.29), as
+# printed, do not reproduce it: rounding; the book quotes the optimum).
+LLAMA3_OWN_OPTIMUM = TrainingRun("Llama 3's own law", 402e9, 16.55e12, 3.8e25)
 # Besiroglu et al. 2024, Table 1: their refit on the points of Hoffmann et al.'s
 # Fig. 4 (all but the 5 of highest loss); E, alpha, beta to 4 digits as their
 # notebook prints them (epoch-research/analyzing-chinchilla, commit 9225883).

@@ -22,6 +22,7 @@ from .laws import (
     CHINCHILLA,
     CHINCHILLA_REPORTED_A,
     CHINCHILLA_TOKENS_PER_PARAMETER,
+    CHINCHILLA_UNROUNDED,
     FLOPS_PER_PARAMETER_TOKEN,
     LLAMA3_405B,
     ChinchillaLaw,
@@ -33,8 +34,9 @@ KAPLAN = "Kaplan et al. 2020"
 
 
 def published_laws(fitted: ChinchillaLaw | None = None) -> list[ChinchillaLaw]:
-    """Chinchilla's published law, Besiroglu et al.'s, and ``fitted`` if given."""
-    return [CHINCHILLA, BESIROGLU] + ([fitted] if fitted is not None else [])
+    """Chinchilla's law as printed and unrounded, Besiroglu et al.'s, ``fitted``."""
+    laws = [CHINCHILLA, CHINCHILLA_UNROUNDED, BESIROGLU]
+    return laws + ([fitted] if fitted is not None else [])
 
 
 def allocation_table(c: float, fitted: ChinchillaLaw | None = None) -> Table:

@@ -267,3 +267,21 @@ def test_waste_rejects_bad_input() -> None:
         request_stream_waste(0, 8, 8, 4, 1, torch.Generator())
     with pytest.raises(ValueError, match="policy must be"):
         reserved_slots(torch.tensor([1]), torch.tensor([1]), 4, 8).used_fraction("x")
+
+
+def test_time_averaged_share_counts_slots_kept_for_future_tokens_as_waste():
+    # vLLM's Fig. 2 averages over the run. One request, L_p = 2, L_o = 4, blocks of
+    # 4, L_max = 8, by hand over steps t = 1..4 (it holds 3, 4, 5, 6 tokens: 18):
+    # max 4 x 8 = 32; pow2 (2 + 4) x 4 = 24; oracle 6 x 4 = 24; paged 4+4+8+8 = 24
+    # (blocks of the tokens held).
+    from aiinfra.infer.paged.waste import time_averaged_used
+
+    shares = time_averaged_used(torch.tensor([2]), torch.tensor([4]), 4, 8)
+    assert shares == pytest.approx(
+        {"max": 18 / 32, "pow2": 18 / 24, "oracle": 18 / 24, "paged": 18 / 24}
+    )
+    # Even the oracle's exact reservation wastes over time, as vLLM's Orca (Oracle)
+    g = torch.Generator().manual_seed(0)
+    p, o = torch.randint(1, 513, (200,), generator=g), torch.randint(1, 513, (200,))
+    s = time_averaged_used(p, o, 16, 1024)
+    assert s["max"] < s["oracle"] < s["paged"] < 1

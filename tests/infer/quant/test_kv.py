@@ -133,3 +133,19 @@ def test_bad_input_is_rejected() -> None:
         kv_tokens(preset("llama-3-8b"), GPUS["H100"], "int4")
     with pytest.raises(ValueError, match="n_gpus must be an int >= 1"):
         kv_tokens(preset("llama-3-8b"), GPUS["H100"], "fp8", n_gpus=0)
+
+
+def test_e4m3_relative_error_holds_in_the_normal_range_only() -> None:
+    # torch's float8_e4m3fn cast is the ground truth: round to nearest with 3
+    # mantissa bits, so |x - fp8(x)| <= 2^-4 |x| from 2^-6 (the smallest normal,
+    # exponent bias 7) to 448; the subnormals below keep a fixed step of 2^-9,
+    # and their relative error grows to 1/2 at 2^-10 (OCP FP8 spec, Table 1).
+    from aiinfra.infer.quant.kv import FP8_MIN_NORMAL, FP8_REL_ERROR
+
+    x = torch.logspace(-12, 8.8, 20001, base=2, dtype=torch.float64)
+    rel = (x - x.to(torch.float8_e4m3fn).double()).abs() / x
+    normal = x >= FP8_MIN_NORMAL
+    assert FP8_MIN_NORMAL == float(torch.finfo(torch.float8_e4m3fn).smallest_normal)
+    assert rel[normal].max() <= FP8_REL_ERROR
+    assert rel[normal].max() > 0.9 * FP8_REL_ERROR  # sup: 1/17, just above 1 + 1/16
+    assert rel[~normal & (x > 2**-10)].max() > 4 * FP8_REL_ERROR

@@ -251,3 +251,17 @@ def test_loop_bad_input_is_named() -> None:
         speculative_generate(target, draft, torch.tensor([[1]]), 4, 2, -1.0)
     with pytest.raises(ValueError, match="max_seq_len"):
         speculative_generate(target, draft, torch.tensor([[1]]), 62, 4)
+
+
+def test_verification_stays_memory_bound_at_long_context_on_the_book_roofline():
+    # MagicDec (Sadhukhan et al. 2025): the KV reads grow with batch x context and
+    # keep the step memory-bound. By hand for batch 1 and 8192 cached tokens: the
+    # 15.0 GB of bf16 weights and 1.07 GB of cache dwarf 5 x 15 GFLOP at 989
+    # TFLOP/s (76 us against 4.8 ms): verifying 5 tokens costs one step.
+    from aiinfra.book.inference import speculative as page
+
+    assert page.spec_verify_ratio(1, 8192) == pytest.approx(1.0, abs=1e-3)
+    for context in (2048, 8192):  # every batch that fits one H100
+        assert page.spec_verify_ratio_at_fit(context) == pytest.approx(1.0, abs=0.01)
+    # short context, large batch: the matmuls become compute-bound
+    assert page.spec_verify_ratio(256, 256) > 2

@@ -78,3 +78,18 @@ def test_table_full_column_is_palms_term():
 def test_bad_arguments_are_rejected(kwargs, match):
     with pytest.raises(ValueError, match=match):
         attended_pairs(**kwargs)
+
+
+def test_mistral_window_saves_a_third_at_its_8192_token_context():
+    # Jiang et al. 2023, Table 1: window 4096, context_len 8192 (v0.1; the 32768 of
+    # its config.json is not the context it was trained at). Counted on the mask:
+    # 8192 * 8193 / 2 causal pairs against 4096 * 4097 / 2 + 4096 * 4096.
+    from aiinfra.book.models import transformer as page
+
+    assert (page.mistral_context(), page.mistral_window()) == (8192, 4096)
+    T, W = 1024, 512  # the same ratio on a mask small enough to build
+    ratio = _mask_pairs(T, causal=True, window=0) / _mask_pairs(T, True, W)
+    assert ratio == pytest.approx((T * (T + 1) / 2) / (W * (W + 1) / 2 + (T - W) * W))
+    assert page.mistral_window_saving() == pytest.approx(
+        (8192 * 8193 / 2) / (4096 * 4097 / 2 + 4096 * 4096)
+    )

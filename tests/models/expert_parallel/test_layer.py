@@ -350,11 +350,13 @@ def test_uniform_dispatch_bytes_of_deepseek_v3():
 
 
 def test_all_to_all_across_nodes_prices_remote_blocks_on_the_nic():
-    # p = 16 over nodes of 8, 1 MB per peer: 7 NVLink steps of 1 us + 1 MB / 200
-    # GB/s = 6 us, and 8 NIC steps of 5 us + 1 MB / 50 GB/s = 25 us.
-    assert ep_all_to_all_time(16e6, 16) == pytest.approx(7 * 6e-6 + 8 * 25e-6)
+    # p = 16 over nodes of 8, 1 MB per peer: 7 steps over the H100's NVLink 4 (900
+    # GB/s both ways in its datasheet, 450 GB/s each way) of 1 us + 1 MB / 450 GB/s,
+    # and 8 NIC steps of 5 us + 1 MB / 50 GB/s = 25 us.
+    nvlink = 1e-6 + 1e6 / 450e9
+    assert ep_all_to_all_time(16e6, 16) == pytest.approx(7 * nvlink + 8 * 25e-6)
     # Inside one node: p - 1 NVLink steps only.
-    assert ep_all_to_all_time(8e6, 8) == pytest.approx(7 * 6e-6)
+    assert ep_all_to_all_time(8e6, 8) == pytest.approx(7 * nvlink)
     with pytest.raises(ValueError, match="local_size \\(8\\) must divide p \\(12\\)"):
         ep_all_to_all_time(1e6, 12)
 

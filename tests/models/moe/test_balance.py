@@ -15,6 +15,7 @@ from aiinfra.models.moe.balance import (
     imbalance,
     load_balancing_loss,
     router_z_loss,
+    sequence_balance_loss,
     update_expert_bias,
 )
 from aiinfra.models.moe.layer import MoELayer
@@ -55,6 +56,22 @@ def test_switch_loss_is_transformers_loss_over_k():
     hf = load_balancing_loss_func((r.logits,), num_experts=6, top_k=3)
     assert transformers is not None
     torch.testing.assert_close(3 * load_balancing_loss(r, alpha=1.0), hf)
+
+
+def test_sequence_wise_loss_sees_what_the_batch_loss_averages_away():
+    # DeepSeek-V3 Sec. 2.1.2: the balance loss per sequence. Two sequences of two
+    # tokens, E = 2, K = 1, scores (1, 0) or (0, 1) by hand: the first sends both
+    # tokens to expert 0, the second both to expert 1. The batch is even:
+    # f = P = (1/2, 1/2), E sum f P = 1; each sequence alone has f = P = (1, 0):
+    # E sum f P = 2.
+    scores = torch.tensor([[1.0, 0], [1, 0], [0, 1], [0, 1]], dtype=torch.float64)
+    e = torch.tensor([[0], [0], [1], [1]])
+    r = Routing(scores, scores, torch.ones(4, 1), e, torch.ones(4, 1, dtype=bool))
+    assert load_balancing_loss(r, alpha=1.0).item() == pytest.approx(1.0)
+    assert sequence_balance_loss(r, 2, alpha=1.0).item() == pytest.approx(2.0)
+    assert sequence_balance_loss(r, 4, alpha=1.0).item() == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="seq_len must be an int >= 1 dividing T"):
+        sequence_balance_loss(r, 3)
 
 
 def test_z_loss_by_hand():

@@ -12,6 +12,7 @@ from matplotlib.figure import Figure
 from aiinfra import results
 from aiinfra.accelerators import GPUS
 from aiinfra.infer.kv import decode, decode_bench
+from aiinfra.infer.step_cost import decode_step_bytes
 from aiinfra.models.attention.kv_cache_size import kv_bytes_per_token
 from aiinfra.models.flops import matmul_parameters
 from aiinfra.models.kv_budget import kv_budget
@@ -145,8 +146,8 @@ def h100_total_batch32_8k() -> float:
 def cache_share_batch32_8k() -> float:
     """Share of a step's bytes that is KV cache, batch 32 at 8K context."""
     c = _llama()
-    total = decode.decode_step_bytes(c, 32, 8192)
-    return (total - decode.decode_step_bytes(c, 1, 0)) / total
+    cache = 32 * (8192 + 1) * kv_bytes_per_token(c, 2)  # read, and the new K, V
+    return cache / decode_step_bytes(c, 32, 8192)
 
 
 def bound_figure() -> Figure:

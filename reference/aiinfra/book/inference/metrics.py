@@ -12,6 +12,7 @@ from aiinfra.accelerators import GPUS
 from aiinfra.infer import phase_bench as pb
 from aiinfra.infer.metrics import RequestRecord, ServingPoint, Slo, goodput, summarize
 from aiinfra.infer.metrics import colocated_steady_state as steady_state
+from aiinfra.models.flops import matmul_parameters
 from aiinfra.models.kv_budget import kv_budget
 from aiinfra.models.presets import preset
 from aiinfra.models.roofline import Kernel
@@ -127,8 +128,23 @@ def prefill_over_decode(gpu: str = "H100") -> float:
     return prefill / _tokens_per_s("decode", 1, gpu)
 
 
+def decode_ridge_batch_weights(gpu: str = "H100") -> int:
+    """Smallest batch at the ridge counting the weights' bytes alone.
+
+    ``2 Psi B`` FLOPs over ``2 Psi`` bf16 bytes: ``B`` FLOPs per byte.
+    """
+    psi = matmul_parameters(preset(LLAMA_3_8B))
+    b = 1
+    while 2 * psi * b / (2 * psi) < GPUS[gpu].ridge:
+        b += 1
+    return b
+
+
 def decode_ridge_batch(gpu: str = "H100") -> int:
-    """Smallest batch whose decode step reaches the ridge, one token cached each."""
+    """Smallest batch whose decode step reaches the ridge, one token cached each.
+
+    Per kernel: each matmul's weights and its activations read and written.
+    """
     b = 1
     while intensity("decode", b, 1) < GPUS[gpu].ridge:
         b += 1

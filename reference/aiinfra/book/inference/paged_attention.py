@@ -13,7 +13,13 @@ from matplotlib.figure import Figure
 
 from aiinfra.accelerators import GPUS
 from aiinfra.infer.paged import figures as paged_figures
-from aiinfra.infer.paged.waste import WasteReport, request_stream_waste
+from aiinfra.infer.paged.waste import (
+    VLLM_ORCA_MAX,
+    VLLM_ORCA_ORACLE,
+    WasteReport,
+    request_stream_waste,
+    time_averaged_used,
+)
 from aiinfra.models.attention.kv_cache_size import kv_bytes_per_token
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.presets import preset
@@ -23,7 +29,6 @@ MAX_PROMPT = MAX_OUTPUT = 1024  # uniform lengths 1 .. 1024 each
 T_MAX = MAX_PROMPT + MAX_OUTPUT  # OPT's longest sequence, the contiguous reservation
 REQUESTS = 1000
 SEED = 0
-VLLM_USED = (0.204, 0.382)  # share of KV memory holding tokens in vLLM's baselines
 SYSTEM_LEN, MAX_USER_LEN = 500, 200  # the shared system prompt, the own question
 SAMPLE_PROMPT, SAMPLE_OUTPUT = 200, 100  # parallel sampling: prompt, new tokens
 COUNTS = [1, 2, 4, 8, 16, 32]  # requests or samples in the sharing figure
@@ -79,9 +84,15 @@ def batch_gain() -> float:
     return used("paged") / used("contiguous")
 
 
-def vllm_mean_length(share: float) -> float:
-    """Mean length at which contiguous reservation at T_MAX uses ``share``, tokens."""
-    return share * T_MAX
+def time_used(policy: str) -> float:
+    """Share of reserved slots holding tokens over every decode step (vLLM's way)."""
+    prompt, output = paged_figures.draw_lengths(REQUESTS, MAX_PROMPT, MAX_OUTPUT, SEED)
+    return time_averaged_used(prompt, output, BLOCK, T_MAX)[policy]
+
+
+def vllm_used(policy: str) -> float:
+    """The share vLLM's Fig. 2 gives Orca (Max) or Orca (Oracle)."""
+    return {"max": VLLM_ORCA_MAX, "oracle": VLLM_ORCA_ORACLE}[policy]
 
 
 def waste_figure() -> Figure:

@@ -22,10 +22,9 @@ from aiinfra.infer.speculative.decoding import (
     residual_distribution,
     verify,
 )
-from aiinfra.infer.step_cost import roof_time
-from aiinfra.models.params import count_parameters
+from aiinfra.infer.step_cost import decode_step, fused_step, roof_time
+from aiinfra.models.kv_budget import kv_budget
 from aiinfra.models.presets import preset
-from aiinfra.models.roofline import Kernel
 from aiinfra.report import Table
 from aiinfra.results import run_on
 
@@ -38,6 +37,11 @@ SPEC_ALPHAS = (0.5, 0.6, 0.7, 0.8, 0.9)  # curves of the tokens-per-call figure
 SPEC_COSTS = (0.05, 0.2, 0.5)  # cost ratios c of the speed-up figure
 SPEC_MODEL_ALPHA = 0.8  # alpha of the speed-up figure's model curves
 SPEC_GPU_MODEL = "llama-3-8b"  # the target of the GPU roofline figure
+SPEC_VERIFY_K = 4  # drafted tokens of the verification-cost figure
+SPEC_SHORT, SPEC_LONG = 256, 2048  # cached tokens the prose compares
+SPEC_CONTEXTS = (SPEC_SHORT, SPEC_LONG, 8192)  # cached tokens, the figure's lines
+SPEC_BIG_BATCH = 256  # sequences per step of the prose's compute-bound example
+SPEC_BATCHES = tuple(2**i for i in range(11))  # sequences per step: 1 ... 1024
 
 
 def _laws() -> tuple[torch.Tensor, torch.Tensor]:
@@ -273,11 +277,13 @@ def spec_speedup_figure() -> Figure:
 def spec_gpu_step_ms(tokens: int, gpu: str = "H100") -> float:
     """Roofline time of one bf16 forward pass of ``tokens`` tokens, batch 1, ms.
 
-    Reads every weight once (``2 Psi`` bytes) and does ``2 Psi`` FLOPs per token;
-    attention over the cache is left out (short contexts).
+    The step cost of every page (:func:`~aiinfra.infer.step_cost.fused_step`): every
+    weight read once, ``2 Psi_mm`` FLOPs per token, the tokens attending causally
+    to each other; no earlier context (a short prompt).
     """
-    psi = count_parameters(preset(SPEC_GPU_MODEL)).total
-    return 1e3 * roof_time(Kernel("pass", 2 * psi * tokens, 2 * psi), GPUS[gpu])
+    n = tokens
+    step = fused_step(preset(SPEC_GPU_MODEL), n, n * (n + 1) // 2, n)
+    return 1e3 * roof_time(step, GPUS[gpu])
 
 
 def spec_gpu_ridge_tokens(gpu: str = "H100") -> float:
@@ -310,4 +316,47 @@ def spec_gpu_figure() -> Figure:
     ax.set_xlabel("tokens in one forward pass (k + 1)")
     ax.set_ylabel("time / one-token time")
     ax.legend(fontsize=7)
+    return fig
+
+
+def spec_verify_ratio(batch: int, context: int, k: int = SPEC_VERIFY_K) -> float:
+    """Time of a step verifying ``k + 1`` tokens per sequence over a plain step.
+
+    ``batch`` sequences of ``context`` cached tokens on an H100, Llama 3 8B, the
+    roofline of :func:`~aiinfra.infer.step_cost.fused_step`: each sequence's cache
+    is read once whatever the tokens verified; each of the ``k + 1`` tokens attends
+    to the cache and to the tokens before it.
+    """
+    c, gpu, n = preset(SPEC_GPU_MODEL), GPUS["H100"], k + 1
+    pairs = batch * (n * context + n * (n + 1) // 2)
+    verify = fused_step(c, batch * n, pairs, batch * (context + n))
+    return roof_time(verify, gpu) / roof_time(decode_step(c, batch, context), gpu)
+
+
+def spec_max_batch(context: int) -> int:
+    """Largest batch of :data:`SPEC_BATCHES` whose caches fit one H100.
+
+    Next to the weights, at ``context`` cached tokens and ``k + 1`` more.
+    """
+    tokens = kv_budget(preset(SPEC_GPU_MODEL), GPUS["H100"]).tokens
+    fits = [b for b in SPEC_BATCHES if b * (context + SPEC_VERIFY_K + 1) <= tokens]
+    return max(fits)
+
+
+def spec_verify_ratio_at_fit(context: int) -> float:
+    """:func:`spec_verify_ratio` at the largest batch that fits, ``context``."""
+    return spec_verify_ratio(spec_max_batch(context), context)
+
+
+def spec_verify_figure() -> Figure:
+    """Verification cost over a plain step against the batch, per context length."""
+    fig = Figure(figsize=(5.5, 2.8), layout="constrained")
+    ax = fig.add_subplot()
+    for context, style in zip(SPEC_CONTEXTS, ("o-", "s--", "^:"), strict=True):
+        bs = [b for b in SPEC_BATCHES if b <= spec_max_batch(context)]
+        ax.plot(bs, [spec_verify_ratio(b, context) for b in bs], style, label=context)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("sequences per step")
+    ax.set_ylabel("verify time / decode time")
+    ax.legend(title="cached tokens", fontsize=7, title_fontsize=7)
     return fig

@@ -57,6 +57,19 @@ def llama70_four_h100_sequences() -> int:
     return budget("llama-3-70b", "H100", 4).tokens // SEQ_LEN
 
 
+def llama70_tokens_16_over_8() -> float:
+    """Tokens of cache on 16 H100s over 8, Llama 3 70B (8 KV heads)."""
+    return (
+        budget("llama-3-70b", "H100", 16).tokens
+        / budget("llama-3-70b", "H100", 8).tokens
+    )
+
+
+def llama70_kv_heads() -> int:
+    """Llama 3 70B's key/value heads, ``G``."""
+    return preset("llama-3-70b").n_kv_heads
+
+
 def h100_sms() -> int:
     """Streaming multiprocessors of an H100 SXM."""
     return GPUS["H100"].sms

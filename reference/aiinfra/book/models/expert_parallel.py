@@ -31,6 +31,7 @@ EP_TEST_H, EP_TEST_T, EP_TEST_P, EP_TEST_W = (
     8,
 )  # h, T per rank, p, bytes (float64)
 EP_TOKENS = 4096  # tokens per GPU of the modelled dispatch
+_LOCAL_LINK = "h100-nvlink"  # ep_all_to_all_time's default: the book's one NVLink
 
 
 def v3_top_k() -> int:
@@ -107,7 +108,17 @@ def all_to_all_time_figure() -> Figure:
 
 def nvlink_over_ib() -> float:
     """How much faster the model's NVLink moves a byte than its 400 Gb/s NIC."""
-    return LINKS["ib400"].beta / LINKS["nvlink"].beta
+    return LINKS["ib400"].beta / LINKS[_LOCAL_LINK].beta
+
+
+def nvlink_gbs() -> float:
+    """The NVLink of the all-to-all figure, GB/s each way (the H100's)."""
+    return 1 / LINKS[_LOCAL_LINK].beta / 1e9
+
+
+def nic_gbs() -> float:
+    """The NIC of the all-to-all figure, Gb/s."""
+    return 8 / LINKS["ib400"].beta / 1e9
 
 
 def ib_slowdown_at_v3_ep() -> float:

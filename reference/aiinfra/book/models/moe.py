@@ -17,7 +17,13 @@ from matplotlib.figure import Figure
 from aiinfra import results
 from aiinfra.models.moe import bench as moe_bench
 from aiinfra.models.moe import figures as moe_figures
-from aiinfra.models.moe.balance import BIAS_GAMMA, SWITCH_ALPHA, Z_LOSS_WEIGHT
+from aiinfra.models.moe.balance import (
+    BIAS_GAMMA,
+    BIAS_GAMMA_TOKENS,
+    SEQUENCE_ALPHA,
+    SWITCH_ALPHA,
+    Z_LOSS_WEIGHT,
+)
 from aiinfra.models.moe.layer import MoELayer
 from aiinfra.models.moe.routing import Routing
 from aiinfra.models.moe.spec import MoESpec
@@ -34,6 +40,7 @@ from aiinfra.report import Table
 MOE_SWITCH_ALPHA = SWITCH_ALPHA  # the papers' settings
 MOE_Z_LOSS_WEIGHT = Z_LOSS_WEIGHT
 MOE_BIAS_GAMMA = BIAS_GAMMA
+MOE_SEQUENCE_ALPHA = SEQUENCE_ALPHA
 MOE_RUN = BalanceRunConfig()  # the balancing run of the figure
 MOE_RUN_ALPHA, MOE_RUN_GAMMA, MOE_RUN_STEPS = (
     MOE_RUN.alpha,
@@ -60,6 +67,11 @@ def moe_deepseek_v3_activated_percent() -> float:
 def moe_billions(name: str, activated: bool = False) -> float:
     """A preset's total (or activated) parameters, billions."""
     return count_parameters(preset(name), activated=activated).total / 1e9
+
+
+def moe_bias_gamma_trillions() -> float:
+    """Tokens of DeepSeek-V3's training with ``gamma = 0.001``, trillions (then 0)."""
+    return BIAS_GAMMA_TOKENS / 1e12
 
 
 def moe_spec_field(name: str, field: str) -> int | float | str | bool | None:

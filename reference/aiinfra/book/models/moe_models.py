@@ -24,6 +24,7 @@ MIXTRAL, V3 = "mixtral-8x7b", "deepseek-v3"
 MOE_SEQ_LEN = 4096  # tokens per sequence for the attention term of the FLOPs
 BF16 = 2  # bytes per parameter
 TRAIN_BYTES = 16  # bf16 weight and gradient, fp32 master, Adam m and v (ZeRO)
+FP8_BLOCK = 128  # DeepSeek-V3 Sec. 3.3.2: one weight scale per 128 x 128 block
 GPUS_PER_NODE = 8  # an HGX H100 node
 EP_EXAMPLE = 64  # expert-parallel degree of the per-GPU example
 V3_CARD_B = 685  # DeepSeek-V3's model card: checkpoint size, main model and MTP
@@ -190,6 +191,19 @@ def expert_share(name: str = V3) -> float:
 def bf16_weights_gb(name: str = V3) -> float:
     """A preset's weights in bf16, GB."""
     return BF16 * total_b(name)
+
+
+def fp8_weights_gb(name: str = V3, block: int = FP8_BLOCK) -> float:
+    """Weights as DeepSeek-V3 releases them, GB: FP8 matmuls, bf16 for the rest.
+
+    Every attention and expert matrix in e4m3 (1 byte) with one fp32 scale per
+    ``block x block`` tile; the embedding, the head, the routers and the norms in
+    bf16 (2 bytes). The main model only, as :func:`total_b`.
+    """
+    c, n = preset(name), count_parameters(preset(name))
+    routers = c.n_moe_layers * c.n_experts * c.d_model  # gate weights stay bf16
+    fp8 = (n.attention + n.mlp - routers) * (1 + 4 / block**2)
+    return (fp8 + BF16 * (n.embedding + n.head + n.norms + routers)) / _GB
 
 
 def training_state_tb(name: str = V3) -> float:

@@ -22,10 +22,13 @@ from aiinfra.scaling.laws import (
     BESIROGLU,
     CHINCHILLA,
     CHINCHILLA_70B,
+    CHINCHILLA_APPROACH3_GOPHER_N,
     CHINCHILLA_REPORTED_A,
+    CHINCHILLA_UNROUNDED,
     FLOPS_PER_PARAMETER_TOKEN,
     KAPLAN_N_OPT_EXPONENT,
     LLAMA3_405B,
+    LLAMA3_OWN_OPTIMUM,
     ChinchillaLaw,
     kaplan_compute_optimal,
 )
@@ -98,6 +101,36 @@ def approach3_tokens_per_parameter_at_gopher_budget() -> float:
     """D_opt / N_opt of Approach 3 (published) at Gopher's budget."""
     n, d = CHINCHILLA.compute_optimal(CHINCHILLA_70B.reported_flops)
     return d / n
+
+
+def approach3_unrounded_n_at_gopher_budget() -> float:
+    """Approach 3 with unrounded exponents: N_opt at Gopher's budget, billions."""
+    return CHINCHILLA_UNROUNDED.compute_optimal(CHINCHILLA_70B.reported_flops)[0] / 1e9
+
+
+def approach3_unrounded_exponent() -> float:
+    """``a`` of Approach 3 with unrounded exponents."""
+    return CHINCHILLA_UNROUNDED.exponents[0]
+
+
+def approach3_published_n_at_gopher_budget() -> float:
+    """Hoffmann et al.'s own Table 3 value for Approach 3 at Gopher's budget, B."""
+    return CHINCHILLA_APPROACH3_GOPHER_N / 1e9
+
+
+def llama_own_optimum_b() -> float:
+    """Llama 3's own iso-FLOP optimum at 3.8e25 FLOPs, billions of parameters."""
+    return LLAMA3_OWN_OPTIMUM.n / 1e9
+
+
+def llama_own_optimum_tokens_t() -> float:
+    """Its tokens, trillions."""
+    return LLAMA3_OWN_OPTIMUM.d / 1e12
+
+
+def llama_own_tokens_per_parameter() -> float:
+    """Tokens per parameter of Llama 3's own optimum."""
+    return LLAMA3_OWN_OPTIMUM.tokens_per_parameter
 
 
 def fit_n_at_gopher_budget() -> float:

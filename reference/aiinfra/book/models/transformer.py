@@ -15,6 +15,9 @@ from aiinfra.models.presets import preset
 from aiinfra.report import Table
 
 LLAMA, DEEPSEEK, MISTRAL = "llama-3-8b", "deepseek-v2", "mistral-7b"
+# Jiang et al. 2023, Table 1: context_len 8192 (v0.1). Its config.json allows 32768
+# positions; the 32K context came with v0.2, which dropped the sliding window.
+MISTRAL_CONTEXT = 8192
 
 
 SEQ_LEN = 8192  # tokens of the FLOPs example
@@ -83,13 +86,18 @@ def mistral_window() -> int:
 
 
 def mistral_window_saving() -> float:
-    """Causal over sliding-window attention FLOPs of Mistral 7B at its 32K context."""
+    """Causal over sliding-window attention FLOPs of Mistral 7B at its context."""
     c = preset(MISTRAL)
-    T = c.max_seq_len
+    T = MISTRAL_CONTEXT
     causal = attention_flops.attention_training_flops(c, T, "causal")
     return causal / attention_flops.attention_training_flops(c, T, "window")
 
 
 def mistral_context() -> int:
-    """Mistral 7B's context length (its RoPE table)."""
+    """Mistral 7B's context length, as its paper's Table 1 gives it."""
+    return MISTRAL_CONTEXT
+
+
+def mistral_config_positions() -> int:
+    """Positions of v0.1's ``config.json`` (``max_position_embeddings``)."""
     return preset(MISTRAL).max_seq_len

@@ -8,9 +8,10 @@ prompt (the *prefill*), then one position per step (the *decode*), ``2 Psi`` FLO
 plus attention over the cached positions. Both return the same tokens; the test
 checks them against each other and against transformers' ``generate``.
 
-:func:`decode_step_bytes` and :func:`decode_bound_tokens_per_s` are the cost model of
-a decode step on a GPU: the step reads every weight and the batch's whole cache once,
-so a sequence's tokens/s is bounded by HBM bandwidth over the bytes read per step
+:func:`decode_bound_tokens_per_s` is the cost model of a decode step on a GPU: the
+step reads every weight and the batch's whole cache once
+(:func:`~aiinfra.infer.step_cost.decode_step_bytes`, the one count of the book), so
+a sequence's tokens/s is bounded by HBM bandwidth over the bytes read per step
 (memory-bound; FACTS "Inference").
 """
 
@@ -20,10 +21,9 @@ import torch
 from torch import Tensor
 
 from aiinfra import checks
-from aiinfra.models.attention.kv_cache_size import kv_bytes_per_token
+from aiinfra.infer.step_cost import decode_step_bytes
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.flops import attention_flops_per_token, matmul_parameters
-from aiinfra.models.params import count_parameters
 from aiinfra.models.transformer import Transformer
 
 
@@ -105,30 +105,6 @@ def step_flops(config: TransformerConfig, prefix: int, cached: bool) -> float:
     return 2 * psi * n + per_pair * n * (n + 1) / 2
 
 
-def decode_step_bytes(
-    config: TransformerConfig, batch: int, context: int, bytes_per_element: int = 2
-) -> float:
-    """Bytes a decode step reads from HBM: every weight once, plus the batch's cache.
-
-    Args:
-        config: the model.
-        batch: sequences decoded together (they share the weight read).
-        context: cached positions per sequence.
-        bytes_per_element: 2 for bf16 weights and cache.
-
-    Raises:
-        ValueError: ``batch < 1``, ``context < 0`` or ``bytes_per_element < 1``.
-    """
-    if batch < 1 or context < 0 or bytes_per_element < 1:
-        raise ValueError(
-            f"batch must be >= 1, context >= 0 and bytes_per_element >= 1, got "
-            f"{batch}, {context}, {bytes_per_element}"
-        )
-    weights = count_parameters(config).total * bytes_per_element
-    cache = batch * context * kv_bytes_per_token(config, bytes_per_element)
-    return weights + cache
-
-
 def decode_bound_tokens_per_s(
     config: TransformerConfig,
     bandwidth: float,
@@ -139,12 +115,15 @@ def decode_bound_tokens_per_s(
     """The memory-bound ceiling of one sequence's decode speed, tokens/s.
 
     One step yields one token per sequence and cannot finish before its bytes are
-    read: ``bandwidth / decode_step_bytes``. Compute, kernel launches and the
-    network only lower it.
+    read: ``bandwidth`` over
+    :func:`~aiinfra.infer.step_cost.decode_step_bytes`. Compute, kernel launches and
+    the network only lower it.
 
     Raises:
-        ValueError: ``bandwidth <= 0``, or as :func:`decode_step_bytes`.
+        ValueError: ``bandwidth <= 0``, or as
+            :func:`~aiinfra.infer.step_cost.decode_step_bytes`.
     """
     if bandwidth <= 0:
         raise ValueError(f"bandwidth must be > 0 bytes/s, got {bandwidth}")
-    return bandwidth / decode_step_bytes(config, batch, context, bytes_per_element)
+    b = bytes_per_element
+    return bandwidth / decode_step_bytes(config, batch, context, b, b)

@@ -16,7 +16,13 @@ import torch
 
 from aiinfra import checks
 from aiinfra.infer.paged.block_allocator import BlockAllocator
-from aiinfra.infer.paged.waste import reserved_slots
+from aiinfra.infer.paged.waste import (
+    TIME_POLICIES,
+    VLLM_ORCA_MAX,
+    VLLM_ORCA_ORACLE,
+    reserved_slots,
+    time_averaged_used,
+)
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -50,7 +56,7 @@ def waste_figure(
     max_len: int,
     shown: int,
 ) -> Figure:
-    """Per-request reservations (left) and the used share of each policy (right)."""
+    """Per-request reservations at the end (left); the used share over time (right)."""
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(7.5, 3.4), layout="constrained")
@@ -73,15 +79,23 @@ def waste_figure(
     left.bar(0, 0, color="tab:green", width=0.3, label="tokens held")
     left.legend(fontsize=8, loc="upper right", ncol=2)
     left.set_ylim(0, max_len * 1.35)
-    report = reserved_slots(prompt, output, block_size, max_len)
-    used = [100 * report.used_fraction(p) for p in POLICIES]
-    right.bar(POLICIES, used, color=["0.6", "tab:orange", "tab:blue"])
-    right.axhspan(20.4, 38.2, color="tab:red", alpha=0.15, label="vLLM: baselines")
+    shares = time_averaged_used(prompt, output, block_size, max_len)
+    used = [100 * shares[p] for p in TIME_POLICIES]
+    colours = ["0.6", "tab:orange", "tab:purple", "tab:blue"]
+    right.bar(TIME_POLICIES, used, color=colours)
+    vllm = {"max": VLLM_ORCA_MAX, "oracle": VLLM_ORCA_ORACLE}  # its Fig. 2
+    right.plot(
+        [TIME_POLICIES.index(k) for k in vllm],
+        [100 * v for v in vllm.values()],
+        "rv",
+        label="vLLM: Orca",
+    )
     right.axhline(96, color="tab:red", linestyle="--", linewidth=1, label="vLLM: paged")
     for x, u in enumerate(used):
         right.annotate(f"{u:.1f}", (x, u), ha="center", va="bottom", fontsize=8)
     right.set_ylim(0, 135)
-    right.set_ylabel("share of reserved slots holding tokens (%)")
+    right.set_ylabel("slots holding tokens, over time (%)")
+    right.tick_params(axis="x", labelsize=8)
     right.legend(fontsize=8, loc="upper left")
     return fig
 

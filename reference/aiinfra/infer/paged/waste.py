@@ -8,6 +8,10 @@ never holds a token. Reserving the next power of two of the output length (Orca'
 (Kwon et al. 2023) takes one block of ``B`` tokens at a time, so a sequence wastes only
 the unused slots of its last block, ``ceil(L / B) * B - L < B``. Slots become bytes
 through :func:`~aiinfra.models.attention.kv_cache_size.kv_bytes_per_token`.
+:func:`time_averaged_used` counts as vLLM's Fig. 2 does, over time: at every decode
+step of a request's life, the tokens it holds so far against what it has reserved,
+so that slots kept for tokens still to come count as waste too; there Orca (Oracle)
+reserves exactly the final length and still wastes.
 """
 
 from dataclasses import dataclass
@@ -132,3 +136,46 @@ def request_stream_waste(
     output = torch.randint(1, max_output_len + 1, (num_requests,), generator=generator)
     report = reserved_slots(prompt, output, block_size, max_prompt_len + max_output_len)
     return WasteReport(**{**report.__dict__, "bytes_per_token": bytes_per_token})
+
+
+TIME_POLICIES = ("max", "pow2", "oracle", "paged")  # reservations over a lifetime
+# Kwon et al. 2023, Fig. 2: share of KV memory holding tokens, averaged over their
+# run: Orca (Max) reserves the longest sequence, Orca (Oracle) the final length.
+VLLM_ORCA_MAX, VLLM_ORCA_ORACLE = 0.204, 0.382
+
+
+def time_averaged_used(
+    prompt_lens: torch.Tensor, output_lens: torch.Tensor, block_size: int, max_len: int
+) -> dict[str, float]:
+    """Share of reserved slots holding tokens, summed over every decode step.
+
+    At step ``t = 1 .. L_o`` a request holds ``L_p + t`` tokens and reserves
+    ``L_max`` (``"max"``, Orca (Max)), ``L_p + next_pow2(L_o)`` (``"pow2"``),
+    ``L_p + L_o`` (``"oracle"``, Orca (Oracle): the final length, known in
+    advance) or ``ceil((L_p + t) / B) B`` (``"paged"``: blocks taken as needed).
+
+    Args:
+        prompt_lens: prompt lengths ``L_p >= 1``, shape ``(R,)``.
+        output_lens: output lengths ``L_o >= 1``, shape ``(R,)``.
+        block_size: tokens per block ``B``.
+        max_len: the contiguous reservation ``L_max``.
+
+    Returns:
+        ``{policy: held / reserved}`` over all steps of all requests.
+
+    Raises:
+        ValueError: as :func:`reserved_slots`.
+    """
+    reserved_slots(prompt_lens, output_lens, block_size, max_len)  # the same checks
+    p, o = prompt_lens.long()[:, None], output_lens.long()[:, None]  # (R, 1)
+    t = torch.arange(1, int(o.max()) + 1)[None]  # (1, T): the decode steps
+    alive = t <= o  # (R, T)
+    held = (p + t) * alive  # tokens in the cache after step t
+    pow2 = p + 2 ** torch.ceil(torch.log2(o.double())).long()
+    reserved = {
+        "max": max_len * alive,
+        "pow2": pow2.clamp(max=max_len) * alive,
+        "oracle": (p + o) * alive,
+        "paged": (held + block_size - 1) // block_size * block_size,
+    }
+    return {k: float(held.sum() / v.sum()) for k, v in reserved.items()}

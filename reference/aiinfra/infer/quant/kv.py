@@ -9,8 +9,9 @@ finds keys better grouped per channel, values per token); and *fp8* e4m3
 (Micikevicius et al. 2022) with one scale per tensor, ``s = max |k| / 448``, cast
 with ``torch.float8_e4m3fn``, as vLLM's ``kv_cache_dtype="fp8"`` stores it (its
 ``k_scale`` and ``v_scale``, calibrated offline or 1.0). e4m3 keeps 3 mantissa
-bits at every magnitude, a relative error of at most ``2^-4``; int8 a uniform
-step ``s`` per token, an error of at most ``s / 2``.
+bits in its normal range (``2^-6`` to 448), a relative error of at most ``2^-4``;
+below ``2^-6`` its subnormals keep a fixed step of ``2^-9``, so small values lose
+more; int8 a uniform step ``s`` per token, an error of at most ``s / 2``.
 Attention dequantizes on load and computes in the queries' precision. Notation:
 ``B`` sequences, ``G`` key/value heads, ``T`` tokens, ``d`` head width.
 """
@@ -33,6 +34,8 @@ from aiinfra.models.kv_budget import kv_budget
 KV_FORMATS = ("bf16", "fp8", "int8")  # bf16: the unquantized cache
 CODE_BYTES = {"bf16": 2, "fp8": 1, "int8": 1}
 FP8_MAX = 448.0  # largest finite float8_e4m3fn: 1.75 x 2^8
+FP8_MIN_NORMAL = 2.0**-6  # smallest normal e4m3 (exponent bias 7); subnormals below
+FP8_REL_ERROR = 2.0**-4  # half a step of 3 mantissa bits, in the normal range only
 INT8_MAX = 127
 
 

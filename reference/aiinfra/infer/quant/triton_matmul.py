@@ -33,7 +33,7 @@ from torch import Tensor
 from aiinfra import checks
 from aiinfra.accelerators import Gpu
 from aiinfra.infer.quant.rtn import QuantizedLinear, check_float_tensor
-from aiinfra.infer.step_cost import fused_step, roof_time
+from aiinfra.infer.step_cost import decode_step, roof_time
 from aiinfra.models.config import TransformerConfig
 from aiinfra.triton_support import import_triton
 
@@ -243,7 +243,7 @@ def decode_step_time(
     2-byte scale per ``group_size`` weights for int8 and int4; the embedding table
     is only indexed) and each sequence's bf16 KV cache of ``context`` tokens, and
     does ``2`` FLOPs per weight and ``4 H d T L`` attention FLOPs per sequence
-    (:func:`~aiinfra.infer.step_cost.fused_step`). It takes the longer of bytes
+    (:func:`~aiinfra.infer.step_cost.decode_step`). It takes the longer of bytes
     over HBM bandwidth and FLOPs over the dense peak of the format the matmul runs
     in (:func:`~aiinfra.infer.step_cost.roof_time`): a model, not a measurement;
     real kernels reach a fraction of both roofs.
@@ -268,6 +268,5 @@ def decode_step_time(
         checks.positive_int(name, v)
     bits, fmt = WEIGHT_FORMATS[weights]
     group = group_size if weights in ("int8", "int4") else None  # scales
-    cached = batch * context  # each query meets its sequence's cache, read once
-    step = fused_step(c, batch, cached, cached, bits / 8, group)
+    step = decode_step(c, batch, context, bits / 8, group)  # the one count
     return float(roof_time(step, gpu, fmt))

@@ -57,7 +57,7 @@ def ep_all_to_all_time(
     n: float,
     p: int,
     local_size: int = 8,
-    local_link: Link = "nvlink",
+    local_link: Link = "h100-nvlink",
     link: Link = "ib400",
 ) -> float:
     """Pairwise all-to-all of ``n`` bytes per rank over nodes of ``local_size``.
@@ -70,7 +70,9 @@ def ep_all_to_all_time(
         n: bytes per rank (its whole input, own block included).
         p: ranks of the group.
         local_size: ranks per node.
-        local_link: the link inside a node (a :data:`~aiinfra.comm.cost.LINKS` name).
+        local_link: the link inside a node (a :data:`~aiinfra.comm.cost.LINKS`
+            name): by default the H100's NVLink, 450 GB/s each way, as the
+            training chapter prices it.
         link: the link between nodes.
 
     Returns:

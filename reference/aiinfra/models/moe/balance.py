@@ -11,8 +11,12 @@ with its ``f_i = E / (K T) * count_i`` (the same loss). ST-MoE (Zoph et al. 2022
 Eq. 5) adds the router z-loss ``mean_t (log sum_i exp(x_{t,i}))^2``, which keeps
 logits small for numerical stability. DeepSeek-V3 (Sec. 2.1.2) balances without a
 loss: a per-expert bias ``b_i``, used only to choose experts, moves by
-``-gamma sign(load_i - mean)`` after each step. Notation: ``T`` tokens, ``E``
-experts, ``K`` chosen per token.
+``-gamma sign(load_i - mean)`` after each step, ``gamma = 0.001`` for its first
+14.3T tokens, then 0 (Sec. 4.2); beside the bias it keeps a *complementary
+sequence-wise* loss (Sec. 2.1.2), the same ``alpha E sum_i f_i P_i`` over each
+sequence alone with a tiny ``alpha = 0.0001``, against one sequence piling onto a few
+experts while the batch looks even. Notation: ``T`` tokens, ``E`` experts, ``K``
+chosen per token.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from aiinfra.models.moe.routing import Routing
 SWITCH_ALPHA = 1e-2  # Switch Transformer, Sec. 2.2: alpha = 10^-2
 Z_LOSS_WEIGHT = 1e-3  # ST-MoE: c_z = 10^-3
 BIAS_GAMMA = 1e-3  # DeepSeek-V3: gamma = 0.001 for most of training
+BIAS_GAMMA_TOKENS = 14.3e12  # DeepSeek-V3 Sec. 4.2: ... for the first 14.3T, then 0
+SEQUENCE_ALPHA = 1e-4  # DeepSeek-V3 Sec. 4.2: the sequence-wise loss's alpha
 
 
 def expert_load(experts: Tensor, n_experts: int) -> Tensor:
@@ -90,6 +96,41 @@ def load_balancing_loss(routing: Routing, alpha: float = SWITCH_ALPHA) -> Tensor
     p = routing.scores / routing.scores.sum(-1, keepdim=True)  # (T, E)
     P = p.mean(0)  # (E,)
     return alpha * E * (f * P).sum()
+
+
+def sequence_balance_loss(
+    routing: Routing, seq_len: int, alpha: float = SEQUENCE_ALPHA
+) -> Tensor:
+    """DeepSeek-V3's complementary sequence-wise loss: the balance loss per sequence.
+
+    The batch's ``T`` tokens are ``T / seq_len`` sequences one after the other;
+    :func:`load_balancing_loss` of each, averaged over the sequences.
+
+    Args:
+        routing: a batch's routing, sequences contiguous.
+        seq_len: tokens per sequence; must divide ``T``.
+        alpha: the loss weight (``0.0001`` in DeepSeek-V3).
+
+    Returns:
+        A scalar tensor.
+
+    Raises:
+        ValueError: ``seq_len`` < 1 or does not divide ``T``, or as
+            :func:`load_balancing_loss`.
+    """
+    T = routing.scores.shape[0]
+    if not (isinstance(seq_len, int) and seq_len >= 1 and T % seq_len == 0):
+        raise ValueError(f"seq_len must be an int >= 1 dividing T = {T}, got {seq_len}")
+    losses = [
+        load_balancing_loss(
+            Routing(*(getattr(routing, f)[s : s + seq_len] for f in _FIELDS)), alpha
+        )
+        for s in range(0, T, seq_len)
+    ]
+    return torch.stack(losses).mean()
+
+
+_FIELDS = ("logits", "scores", "weights", "experts", "kept")  # Routing's, in order
 
 
 def router_z_loss(logits: Tensor) -> Tensor:
