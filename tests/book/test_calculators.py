@@ -202,6 +202,10 @@ def test_the_memory_calculator_equals_the_command(browser, server, capsys):
             {"--model": "llama-3-405b", "--gpus": "16384", "--global-batch": "16M"},
         ),
         (
+            "models/decoding",
+            {"--model": "deepseek-v3", "--gpu": "H200", "--weights": "fp8"},
+        ),
+        (
             "overview/budget",
             {"--params": "7e10", "--tokens": "1.5e13", "--mfu": "0.35 0.45"},
         ),

@@ -241,7 +241,7 @@ def kv_table(args: argparse.Namespace) -> tuple[str, object]:
             )
         except ValueError as err:
             if n == args.gpus:
-                raise ValueError(f"--gpus: {err}") from err
+                raise ValueError(str(err).replace("n_gpus", "--gpus")) from err
             continue  # a smaller group that cannot split the heads: not a layout
         rows.append(
             [
