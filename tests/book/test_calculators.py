@@ -18,6 +18,8 @@ import time
 
 import pytest
 
+from tests.calculator.test_forms import TINY_CONFIG as TINY
+
 from .chromium import _missing
 from .conftest import ROOT, label
 
@@ -128,21 +130,6 @@ def _word_keys() -> set[str]:
     from aiinfra.calculator import forms
 
     return {f"calc_word:{w}" for w in forms.WORDS}
-
-
-TINY = json.dumps(
-    {
-        "model_type": "llama",
-        "hidden_size": 256,
-        "intermediate_size": 688,
-        "num_attention_heads": 8,
-        "num_key_value_heads": 2,
-        "num_hidden_layers": 4,
-        "vocab_size": 1000,
-        "max_position_embeddings": 2048,
-        "tie_word_embeddings": False,
-    }
-)
 
 
 def test_the_memory_calculator_equals_the_command(browser, server, capsys):

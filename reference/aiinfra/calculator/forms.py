@@ -60,11 +60,8 @@ FIELD_NAMES = {
     "--cache": "KV cache dtype",
 }
 
-#: Every word a result can show that is not a number: the columns, the word cells
-#: and the notes of the forms' first tables (a test runs the forms over their
-#: choices and finds no other).
-WORDS = (
-    "#",
+#: The words of the memory and budget results, which their modules format in place.
+_MEMORY_AND_BUDGET_WORDS = (
     "part",
     "bytes",
     "GiB",
@@ -78,48 +75,29 @@ WORDS = (
     "logits + cross-entropy (fp32)",
     "total",
     "Bytes per GPU; GiB = 2^30 bytes, GB = 10^9 bytes.",
-    "dp",
-    "tp",
-    "pp",
-    "cp",
-    "ZeRO",
-    "b",
-    "k",
-    "v",
-    "recompute",
-    "none",
-    "selective",
-    "full",
-    "GB/GPU",
-    "step (s)",
-    "bubble (s)",
-    "TP (s)",
-    "CP (s)",
-    "PP (s)",
-    "DP (s)",
-    "TFLOP/s",
-    "MFU (%)",
-    "Cost model, not a measurement. GB = 1e9 bytes of the busiest pipeline stage "
-    "(the memory calculator); step: compute at the stated fraction of dense BF16 "
-    "peak plus the pipeline bubble and the exposed communication of each "
-    "parallelism (alpha-beta model: NVLink inside a node, one 400 Gb/s NIC per GPU "
-    "between nodes); TFLOP/s: model FLOPs per GPU per second; MFU against dense "
-    "BF16 peak.",
     "GPU-days",
     "days",
     "C = 6ND (Kaplan et al. 2020); time = C / (GPUs x dense BF16 peak x MFU); "
     "days: wall-clock time with every GPU busy.",
-    "GPUs",
-    "weights (GB)",
-    "free (GB)",
-    "KiB / token",
-    "tokens of cache",
-    "sequences",
-    "GB = 1e9 bytes, KiB = 1024 bytes; free = HBM of the group minus the weights, "
-    "nothing reserved for activations or the runtime (an upper bound). KiB / token: "
-    "of the whole group, copies included where the group has more GPUs than K/V "
-    "heads. Sequences: how many of the stated length fit.",
 )
+
+
+def _words() -> tuple[str, ...]:
+    from aiinfra.memory.activations import RECOMPUTE
+    from aiinfra.models.cli import KV_NOTE
+    from aiinfra.models.kv_budget import COLUMNS as KV_COLUMNS
+    from aiinfra.plan.report import COLUMNS as PLAN_COLUMNS
+    from aiinfra.plan.report import NOTE as PLAN_NOTE
+
+    found = [*_MEMORY_AND_BUDGET_WORDS, *PLAN_COLUMNS, PLAN_NOTE, *RECOMPUTE]
+    found += [*KV_COLUMNS, KV_NOTE]
+    return tuple(dict.fromkeys(found))  # in order, once each
+
+
+#: Every word a result can show that is not a number: the columns, the word cells
+#: and the notes of the forms' first tables (a test runs the forms over their
+#: choices and finds no other).
+WORDS = _words()
 
 
 @dataclass(frozen=True)

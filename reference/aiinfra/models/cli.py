@@ -216,7 +216,7 @@ def kv_table(args: argparse.Namespace) -> tuple[str, object]:
     from aiinfra.accelerators import GPUS
     from aiinfra.models.config import TransformerConfig
     from aiinfra.models.hf.config import read_json_object
-    from aiinfra.models.kv_budget import kv_budget
+    from aiinfra.models.kv_budget import COLUMNS, kv_budget
     from aiinfra.models.presets import preset
     from aiinfra.report import Table
 
@@ -253,8 +253,7 @@ def kv_table(args: argparse.Namespace) -> tuple[str, object]:
                 b.tokens // args.context,
             ]
         )
-    columns = ["GPUs", "weights (GB)", "free (GB)", "KiB / token", "tokens of cache"]
-    table = Table([*columns, "sequences"], rows, KV_NOTE)
+    table = Table(COLUMNS, rows, KV_NOTE)
     title = (
         f"KV cache of {name} on {args.gpu}: {args.weights} weights, {args.cache} "
         f"cache, sequences of {args.context} tokens"

@@ -109,6 +109,17 @@ SETUPS = (  # (model, GPU, group size)
 )
 
 
+#: The columns of a KV budget per group (the book's table adds the model first).
+COLUMNS = [
+    "GPUs",
+    "weights (GB)",
+    "free (GB)",
+    "KiB / token",
+    "tokens of cache",
+    "sequences",
+]
+
+
 def kv_budget_table(setups: tuple = SETUPS, context: int = 8192) -> Table:
     """Tokens of bf16 KV cache that fit next to bf16 weights, per setup."""
     rows = []
@@ -130,17 +141,8 @@ def kv_budget_table(setups: tuple = SETUPS, context: int = 8192) -> Table:
         "the group minus the weights, nothing reserved for activations or the "
         "runtime (an upper bound). Sequences: how many of the stated length fit."
     )
-    columns = [
-        "model",
-        "GPUs",
-        "weights (GB)",
-        "free (GB)",
-        "KiB / token",
-        "tokens of cache",
-        "sequences",
-    ]
     stamp, fields = "sequences of {context} tokens", {"context": context}
-    return Table(columns, rows, note, stamp, fields=fields)
+    return Table(["model", *COLUMNS], rows, note, stamp, fields=fields)
 
 
 def kv_budget_figure(max_gpus: int = 16) -> Figure:
