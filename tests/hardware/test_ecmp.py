@@ -80,8 +80,13 @@ def test_the_book_frames_stack_each_flow_on_its_hashed_uplink():
 
     uplinks = hash_flows(clusters.ECMP_LINKS, clusters.ECMP_LINKS, clusters.ECMP_SEED)
     frames = clusters.ecmp_frames()
-    assert len(frames) == clusters.ECMP_LINKS + 1  # the empty uplinks, then a flow each
-    for placed, fig in enumerate(frames):
+    # the empty uplinks, a flow each, then the hash beside the efficiency curve
+    assert len(frames) == clusters.ECMP_LINKS + 2
+    last = frames[-1].axes[1].lines[0].get_ydata()
+    expected = [ecmp_efficiency(8, 8, q) for q in clusters.ECMP_QUEUE_PAIRS]
+    assert list(last) == pytest.approx([100 * e for e in expected])
+    for placed, fig in enumerate(frames[:-1] + frames[-1:]):
+        placed = min(placed, clusters.ECMP_LINKS)
         bars = fig.axes[0].patches
         assert len(bars) == placed
         heights = [0] * clusters.ECMP_LINKS

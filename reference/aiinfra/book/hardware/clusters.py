@@ -387,34 +387,47 @@ def _draw_hash(ax: Axes, placed: int, fontsize: float) -> None:
     ax.tick_params(labelsize=fontsize)
 
 
+def _draw_efficiency(ax: Axes, fontsize: float) -> None:
+    """Share of the bandwidth eight connections get against their queue pairs."""
+    effs = [ecmp_efficiency_pct(q) for q in ECMP_QUEUE_PAIRS]
+    ax.plot(ECMP_QUEUE_PAIRS, effs, "o-", color="C0", label="ECMP")
+    ax.axhline(100, color="C2", linestyle="--", label="adaptive routing (ideal)")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(ECMP_QUEUE_PAIRS, [str(q) for q in ECMP_QUEUE_PAIRS])
+    ax.set_ylim(0, 110)
+    ax.set_xlabel("queue pairs per connection", fontsize=fontsize)
+    ax.set_ylabel("bandwidth the flows get (%)", fontsize=fontsize)
+    ax.tick_params(labelsize=fontsize)
+    ax.legend(loc="lower right", fontsize=fontsize * 0.9)
+    ax.grid(True, alpha=0.3)
+
+
 def ecmp_figure() -> Figure:
     """One hash of eight flows onto eight uplinks; the share flows get against QPs."""
     fig = Figure(figsize=(8.4, 3.4), layout="constrained")
     left, right = fig.subplots(1, 2)
     _draw_hash(left, ECMP_LINKS, 9)
     left.set_title("one hash: eight flows, eight uplinks", fontsize=10)
-    effs = [
-        100 * ecmp.ecmp_efficiency(ECMP_LINKS, ECMP_LINKS, q) for q in ECMP_QUEUE_PAIRS
-    ]
-    right.plot(ECMP_QUEUE_PAIRS, effs, "o-", color="C0", label="ECMP")
-    right.axhline(100, color="C2", linestyle="--", label="adaptive routing (ideal)")
-    right.set_xscale("log", base=2)
-    right.set_xticks(ECMP_QUEUE_PAIRS, [str(q) for q in ECMP_QUEUE_PAIRS])
-    right.set_ylim(0, 110)
-    right.set_xlabel("queue pairs per connection")
-    right.set_ylabel("bandwidth the flows get (%)")
-    right.legend(loc="lower right", fontsize=9)
-    right.grid(True, alpha=0.3)
+    _draw_efficiency(right, 9)
     return fig
 
 
 def ecmp_frames() -> list[Figure]:
-    """The example's flows hashed onto the uplinks one at a time."""
+    """The example's flows hashed onto the uplinks one at a time, then its curve.
+
+    The last frame puts the hash beside the share of the bandwidth the flows get
+    against the queue pairs per connection, the book figure at slide size.
+    """
     frames = []
     for placed in range(ECMP_LINKS + 1):
         fig = Figure(figsize=(10, 5), layout="constrained")
         _draw_hash(fig.subplots(), placed, 16)
         frames.append(fig)
+    fig = Figure(figsize=(10, 5), layout="constrained")
+    left, right = fig.subplots(1, 2)
+    _draw_hash(left, ECMP_LINKS, 14)
+    _draw_efficiency(right, 14)
+    frames.append(fig)
     return frames
 
 
