@@ -64,15 +64,22 @@ PRINTED = {
     # Cloud TPU v5p page.
     "TPUv5p": {"dense": {"bf16": 459, "fp8": 459}, "sparse": {}},
 }
-# Capacity GB, bandwidth TB/s, scale-up GB/s both directions, watts, as printed.
+GB, GIB = 10**9, 2**30
+# Capacity bytes, bandwidth TB/s, scale-up GB/s both directions, watts, as printed
+# (Google prints the TPU v5p's HBM as "95 GiB", binary; the others in decimal GB).
 MEMORY = {
-    "A100": (80, 2.039, 600, 400),
-    "H100": (80, 3.35, 900, 700),
-    "H200": (141, 4.8, 900, 700),
-    "B200": (1440 / 8, 64 / 8, 1800, 1000),
-    "MI300X": (192, 5.3, 7 * 128, 750),
-    "TPUv5p": (95, 2.765, 1200, None),
+    "A100": (80 * GB, 2.039, 600, 400),
+    "H100": (80 * GB, 3.35, 900, 700),
+    "H200": (141 * GB, 4.8, 900, 700),
+    "B200": (1440 / 8 * GB, 64 / 8, 1800, 1000),
+    "MI300X": (192 * GB, 5.3, 7 * 128, 750),
+    "TPUv5p": (95 * GIB, 2.765, 1200, None),
 }
+# GB/s between one pair of accelerators, both directions: NVLink goes through
+# NVSwitches, so a pair gets all of it; the MI300X's seven Infinity Fabric links
+# run one to each other GPU of the platform (AMD: 7 x 128 GB/s = 896), so a pair
+# gets one link; the TPU's torus has no one pair figure.
+PAIR = {"A100": 600, "H100": 900, "H200": 900, "B200": 1800, "MI300X": 128}
 
 
 def test_a100_and_h200_rows_are_their_datasheets():
@@ -135,11 +142,20 @@ def test_peaks_match_the_printed_dense_and_sparse_figures(key):
 def test_memory_links_and_power_match_the_sources(key):
     g = ACCELERATORS[key]
     capacity, bandwidth, link, watts = MEMORY[key]
-    assert g.hbm_bytes == pytest.approx(capacity * 1e9)
+    assert g.hbm_bytes == pytest.approx(capacity)
     assert g.hbm_bandwidth == pytest.approx(bandwidth * 1e12)
     assert g.scale_up_bandwidth == pytest.approx(link * 1e9)
     assert g.tdp_watts == watts
     assert g.source.startswith("https://")
+
+
+@pytest.mark.parametrize("key", sorted(MEMORY))
+def test_pair_bandwidth_is_one_link_without_a_switch(key):
+    g = ACCELERATORS[key]
+    pair = PAIR.get(key)
+    assert g.pair_bandwidth == (None if pair is None else pytest.approx(pair * 1e9))
+    if key == "MI300X":  # the headline is the sum of seven point-to-point links
+        assert g.scale_up_bandwidth == pytest.approx(7 * g.pair_bandwidth)
 
 
 def test_format_ratios_of_each_generation():

@@ -29,7 +29,8 @@ class Gpu:
         name: as the datasheet names it.
         bf16_flops: dense BF16 tensor-core (matrix-unit) peak, FLOP/s.
         hbm_bandwidth: HBM bandwidth, bytes/s.
-        hbm_bytes: HBM capacity, bytes (decimal GB, as printed: "80 GB").
+        hbm_bytes: HBM capacity, bytes, in the unit printed: decimal ("80 GB" =
+            80e9) or binary (the TPU v5p's "95 GiB" = 95 x 2^30).
         sms: streaming multiprocessors; ``None`` for non-NVIDIA chips.
         fp32_flops: FP32 peak without tensor cores, FLOP/s; ``None``: not given.
         tf32_flops: dense TF32 tensor-core peak, FLOP/s; ``None``: not given.
@@ -41,7 +42,11 @@ class Gpu:
         sparse: formats whose 2:4 sparse peak the vendor quotes (twice the dense).
         scale_up: the GPU-to-GPU link (``"NVLink 4"``).
         scale_up_bandwidth: that link's bandwidth per accelerator, both directions
-            together, bytes/s.
+            together, bytes/s: the sum over all its links.
+        pair_bandwidth: what one pair of accelerators gets between them, both
+            directions, bytes/s: all of ``scale_up_bandwidth`` through a switch
+            (NVLink), one link's share point to point (MI300X); ``None``: not
+            a single figure (a torus routes through neighbours).
         tdp_watts: maximum board power, W; ``None``: not published.
         vendor: ``"NVIDIA"``, ``"AMD"``, ``"Google"``.
         year: the year the vendor announced it.
@@ -63,6 +68,7 @@ class Gpu:
     sparse: frozenset[str] = frozenset()
     scale_up: str = ""
     scale_up_bandwidth: float | None = None
+    pair_bandwidth: float | None = None
     tdp_watts: float | None = None
     vendor: str = "NVIDIA"
     year: int | None = None
@@ -151,6 +157,7 @@ _H100 = Gpu(
     sparse=_HOPPER_SPARSE,
     scale_up="NVLink 4",
     scale_up_bandwidth=900e9,
+    pair_bandwidth=900e9,  # switched: any pair gets the whole link
     tdp_watts=700,
     year=2022,
     source="https://www.nvidia.com/en-us/data-center/h100/",
@@ -175,6 +182,7 @@ ACCELERATORS = {
         sparse=frozenset({"tf32", "bf16", "fp16", "int8"}),
         scale_up="NVLink 3",
         scale_up_bandwidth=600e9,
+        pair_bandwidth=600e9,  # switched: any pair gets the whole link
         tdp_watts=400,
         year=2020,
         source="https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/"
@@ -211,12 +219,15 @@ ACCELERATORS = {
         sparse=frozenset({"tf32", "bf16", "fp16", "fp8", "fp4", "int8"}),
         scale_up="NVLink 5",
         scale_up_bandwidth=1.8e12,
+        pair_bandwidth=1.8e12,  # switched: any pair gets the whole link
         tdp_watts=1000,
         year=2024,
         source="https://www.nvidia.com/en-us/data-center/hgx/",
     ),
     # AMD prints dense and sparse (2:4) peaks side by side; FP64 = matrix, FP32 =
-    # vector. Scale-up: 7 Infinity Fabric links x 128 GB/s (the product is ours).
+    # vector. Scale-up: 7 Infinity Fabric links x 128 GB/s, one to each other GPU
+    # of the 8-GPU platform, no switch: AMD's 896 GB/s is the sum over the seven
+    # links; one pair of GPUs has one link, 128 GB/s (64 GB/s each way).
     # 304 compute units (not SMs, so sms is None); 750 W typical board power.
     "MI300X": Gpu(
         "Instinct MI300X",
@@ -233,21 +244,22 @@ ACCELERATORS = {
         sparse=_HOPPER_SPARSE,
         scale_up="Infinity Fabric",
         scale_up_bandwidth=896e9,
+        pair_bandwidth=128e9,
         tdp_watts=750,
         vendor="AMD",
         year=2023,
         source="https://www.amd.com/en/products/accelerators/instinct/mi300/"
         "mi300x.html",
     ),
-    # Cloud TPU v5p page: 459 TFLOP/s BF16 (FP8 printed at the same 459), 95 GB
+    # Cloud TPU v5p page: 459 TFLOP/s BF16 (FP8 printed at the same 459), 95 GiB
     # HBM2e at 2,765 GB/s, ICI 1,200 GB/s per chip both directions (an older
-    # version of the page printed "4800 Gbps" and "95 GB"; the newest prints the
-    # capacity in GiB: unsure which unit, decimal GB kept). No TDP published.
+    # version of the page printed "4800 Gbps" and "95 GB"; the current one
+    # prints "95 GiB", kept as binary: 102 GB). No TDP published.
     "TPUv5p": Gpu(
         "TPU v5p",
         459e12,
         2.765e12,
-        95 * 10**9,
+        95 * 2**30,
         None,
         fp8_flops=459e12,
         scale_up="ICI (3D torus)",

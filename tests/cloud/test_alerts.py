@@ -134,3 +134,29 @@ def test_structural_check_rejects_a_broken_rule_file(path, value, match):
 def test_bad_argument_is_named(kwargs, match):
     with pytest.raises(ValueError, match=match):
         alert_rules(**kwargs)
+
+
+def _xid_codes(expr: str) -> set[int]:
+    """The XID values an expr compares ``DCGM_FI_DEV_XID_ERRORS`` with."""
+    import re
+
+    return {int(x) for x in re.findall(r"DCGM_FI_DEV_XID_ERRORS == (\d+)", expr)}
+
+
+def test_xid_alerts_fire_on_a_change_per_class_not_on_a_nonzero_gauge():
+    from aiinfra.cloud.alerts import XID_CLASSES
+
+    rules = {r["alert"]: r for r in _rules(alert_rules())}
+    assert "GpuXidError" not in rules  # "!= 0" kept firing on the last XID for ever
+    for c in XID_CLASSES:
+        rule = rules[f"GpuXid{c.name}"]
+        assert _xid_codes(rule["expr"]) == set(c.xids)
+        assert "changes(DCGM_FI_DEV_XID_ERRORS[" in rule["expr"]
+        assert "!= 0" not in rule["expr"]
+        assert rule["labels"]["severity"] == c.severity
+    # NVIDIA's XID catalog: 13, 31, 43, 45 are usually the application's fault and
+    # warn; 48 (double-bit ECC), 74 (NVLink) and 79 (off the bus) are hardware.
+    by_code = {x: c for c in XID_CLASSES for x in c.xids}
+    assert {by_code[x].severity for x in (13, 31, 43, 45)} == {"warning"}
+    assert {by_code[x].severity for x in (48, 74, 79)} == {"critical"}
+    assert len(by_code) == sum(len(c.xids) for c in XID_CLASSES)  # no code twice

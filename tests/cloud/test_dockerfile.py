@@ -78,3 +78,24 @@ def test_the_image_runs_as_an_unprivileged_user():
     user = users[-1].split(":")[0]
     assert user not in ("root", "0")
     assert _instructions("ENTRYPOINT") == ['["torchrun"]']
+
+
+def _runtime_apt_packages() -> dict[str, str]:
+    """``{package: version}`` that the runtime stage's ``apt-get install`` names."""
+    text = DOCKERFILE.read_text(encoding="utf-8")
+    runtime = text.split(" AS runtime", 1)[1].replace("\\\n", " ")
+    lines = [ln for ln in runtime.splitlines() if "apt-get install" in ln]
+    assert len(lines) == 1, "the runtime stage installs system packages once"
+    args = lines[0].split("apt-get install", 1)[1].split("&&")[0].split()
+    return dict(a.split("=", 1) for a in args if not a.startswith("-"))
+
+
+def test_runtime_image_has_the_verbs_library_nccl_opens():
+    # NCCL's IB transport dlopen()s "libibverbs.so", then "libibverbs.so.1"
+    # (src/misc/ibvsymbols.cc); without it NCCL uses sockets. Debian ships the
+    # library in libibverbs1 and the NICs' drivers (libmlx5) in ibverbs-providers,
+    # both from the rdma-core source; each pinned, all at one release.
+    packages = _runtime_apt_packages()
+    assert {"libibverbs1", "ibverbs-providers", "librdmacm1"} <= set(packages)
+    assert all(packages.values()), packages
+    assert len(set(packages.values())) == 1  # one rdma-core release

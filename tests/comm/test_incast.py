@@ -11,7 +11,13 @@ port gets at most that port's fair share, 1/N.
 from __future__ import annotations
 
 import pytest
-from aiinfra.comm.incast import MODES, IncastConfig, simulate_incast
+from aiinfra.comm.incast import (
+    MODES,
+    TCP_RTO_MIN_S,
+    IncastConfig,
+    rc_timeout_s,
+    simulate_incast,
+)
 
 S = 32  # packets per sender
 BIG = 10**5  # a buffer nothing fills
@@ -122,3 +128,16 @@ def test_bad_mode_and_too_few_slots_raise() -> None:
         simulate_incast("tcp")
     with pytest.raises(RuntimeError, match="max_slots"):
         simulate_incast("pfc", IncastConfig(senders=4, max_slots=10))
+
+
+def test_rc_timeout_is_4_096_us_times_two_to_the_timeout() -> None:
+    # IB spec / Linux qib: 4.096 us x 2^timeout. NCCL's default 20: 4,096 ns x
+    # 1,048,576 = 4.29 s; 14 (NCCL's old default): 67.1 ms. TCP's floor: 200 ms
+    # (HZ / 5). Neither is "milliseconds" alike: the RDMA wait is seconds.
+    assert rc_timeout_s() == pytest.approx(4.294967296)
+    assert rc_timeout_s(14) == pytest.approx(0.067108864)
+    assert TCP_RTO_MIN_S == 0.2
+    assert rc_timeout_s() / TCP_RTO_MIN_S > 20
+    for bad, error in ((0, ValueError), (32, ValueError), (2.0, TypeError)):
+        with pytest.raises(error, match="timeout"):
+            rc_timeout_s(bad)

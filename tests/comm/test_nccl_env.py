@@ -37,7 +37,7 @@ HAND_LABELS = [
     "topology",  # NVLS multicast support is available
     "rings, trees, channels",  # Channel 00/02 :    0   1 ...
     "rings, trees, channels",  # Trees [0] ...
-    "rings, trees, channels",  # P2P Chunksize set to 524288
+    "send/receive chunk size",  # P2P Chunksize set to 524288 (ncclSend/Recv)
     "transport: P2P",  # ... via P2P/direct pointer/read
     "transport: SHM",  # ... via SHM/direct/direct
     "topology",  # comm ... nRanks 16 nNodes 2 localRanks 8

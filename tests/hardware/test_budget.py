@@ -33,6 +33,23 @@ def test_whole_job_mfu_is_below_the_steady_state_one():
     assert 0.75 * low < budget.implied_mfu(run) < low
 
 
+def test_deepseek_v3_mfu_against_its_fp8_peak_by_hand():
+    """DeepSeek-V3's GEMMs ran in FP8: 6 x 37e9 x 14.8e12 FLOPs in 2.664e6 H800-hours
+    is 35 % of the H100's dense BF16 989 TFLOP/s, but 17 % of its FP8 1,979."""
+    run = next(r for r in budget.RUNS if r.name == "DeepSeek-V3")
+    flops = 6 * 37e9 * 14.8e12
+    seconds = 2.664e6 * 3600
+    assert budget.implied_mfu(run) == pytest.approx(flops / seconds / 989e12)
+    assert budget.implied_mfu(run, "gemms") == pytest.approx(flops / seconds / 1979e12)
+    assert round(100 * budget.implied_mfu(run)) == 35
+    assert round(100 * budget.implied_mfu(run, "gemms")) == 17
+    # a BF16 run's two figures are the same
+    llama = next(r for r in budget.RUNS if r.name == "Llama 3.1 405B")
+    assert budget.implied_mfu(llama, "gemms") == budget.implied_mfu(llama)
+    with pytest.raises(ValueError, match="fmt"):
+        budget.implied_mfu(run, "fp4")
+
+
 def test_every_published_run_implies_a_possible_mfu():
     for run in budget.RUNS:
         assert 0.05 < budget.implied_mfu(run) < 1, run.name

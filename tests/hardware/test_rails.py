@@ -38,14 +38,15 @@ def _rail_links(c, radix: int, g: int) -> Counter:
         return links
     agg_pod = c.spines // c.pods
     cores_group = c.core // agg_pod
-    assert d % agg_pod == 0 and d % cores_group == 0
+    up = round(d / c.oversubscription)  # core uplinks of an aggregation switch
+    assert d % agg_pod == 0 and up % cores_group == 0
     for _, i, j in leaves:
         for a in range(agg_pod):
             links[(("leaf", i, j), ("agg", j // lpr_pod, a))] += d // agg_pod
     for pod in range(c.pods):
         for a in range(agg_pod):
             for x in range(cores_group):
-                links[(("agg", pod, a), ("core", a, x))] += d // cores_group
+                links[(("agg", pod, a), ("core", a, x))] += up // cores_group
     return links
 
 
@@ -63,6 +64,7 @@ def _rail_links(c, radix: int, g: int) -> Counter:
 )
 def test_rail_cluster_is_realisable_and_non_blocking(gpus, radix, g, tiers):
     c = rail_cluster(gpus, radix=radix, nic_gbps=B, gpus_per_node=g)
+    assert c.oversubscription == 1 and c.cross_pod_per_gpu_gbps == B
     links = _rail_links(c, radix, g)
     ports = port_counts(links)
     kinds = Counter(n[0] for n in ports)
@@ -77,6 +79,51 @@ def test_rail_cluster_is_realisable_and_non_blocking(gpus, radix, g, tiers):
     half = len(nics) // 2
     assert bisection(links, nics[:half], nics[half:]) == c.bisection_gbps
     assert c.bisection_per_gpu_gbps == (B if half else 0.0)
+
+
+@pytest.mark.parametrize(
+    ("gpus", "radix", "g", "r"),
+    [
+        (128, 8, 4, 2),  # four full pods of 32 GPUs, half the core
+        (128, 8, 4, 4),  # one core uplink per aggregation switch
+        (40, 8, 4, 2),  # three pods, the middle one split by the cut
+        (160, 16, 8, 4),  # three pods of 8 nodes, the last one short
+        (1024, 16, 8, 8),
+    ],
+)
+def test_oversubscribed_core_is_realisable_and_its_bisection_is_the_max_flow(
+    gpus, radix, g, r
+):
+    c = rail_cluster(gpus, radix=radix, nic_gbps=B, gpus_per_node=g, oversubscription=r)
+    full = rail_cluster(gpus, radix=radix, nic_gbps=B, gpus_per_node=g)
+    links = _rail_links(c, radix, g)
+    ports = port_counts(links)
+    assert c.tiers == 3 and c.oversubscription == r
+    assert max(p for n, p in ports.items() if n[0] != "nic") <= radix
+    assert sum(links.values()) == c.links and c.optics == 2 * c.links
+    # pods unchanged; the core links shrink by r, the cores by r at most (a core
+    # switch may take several parallel links from each pod)
+    assert (c.pods, c.leaves, c.spines) == (full.pods, full.leaves, full.spines)
+    assert full.core // r <= c.core < full.core
+    assert full.links - c.links == c.spines * (radix // 2) * (r - 1) // r
+    nics = sorted(n for n in ports if n[0] == "nic")
+    half = len(nics) // 2
+    assert bisection(links, nics[:half], nics[half:]) == c.bisection_gbps
+    assert c.cross_pod_per_gpu_gbps == B / r
+
+
+def test_four_full_pods_at_1_to_4_keep_a_quarter_of_the_bisection():
+    # By hand: radix 8 (d = 4 ports down per leaf), 4 GPUs a node: a pod has one
+    # leaf per rail, 4 nodes, 16 NICs; 128 GPUs are 8 pods. The halves are whole
+    # pods, so everything crosses the core, whose uplinks carry 16 / 4 = 4 NIC
+    # rates per pod: 4 pods x 4 = 16 NIC rates, a quarter of the 64 NICs of a half.
+    c = rail_cluster(128, radix=8, nic_gbps=B, gpus_per_node=4, oversubscription=4)
+    assert (c.pods, c.nodes_per_pod) == (8, 4)
+    assert (
+        c.bisection_gbps
+        == 16 * B
+        == rail_cluster(128, radix=8, nic_gbps=B, gpus_per_node=4).bisection_gbps / 4
+    )
 
 
 @pytest.mark.parametrize(("radix", "g"), [(8, 4), (16, 8), (64, 8)])
@@ -137,6 +184,8 @@ def test_all_to_all_inside_one_domain_is_the_switch_bound():
         (lambda: rail_cluster(64, gpus_per_node=0), ValueError, "gpus_per_node"),
         (lambda: rail_cluster(64, nic_gbps=-1.0), ValueError, "nic_gbps"),
         (lambda: rail_cluster(64.0), TypeError, "gpus"),
+        (lambda: rail_cluster(64, oversubscription=0), ValueError, "oversubscription"),
+        (lambda: rail_cluster(64, oversubscription=7), ValueError, "oversubscription"),
         (lambda: all_to_all_seconds(HGX_H100, 0, 1.0), ValueError, "group"),
         (lambda: all_to_all_seconds(HGX_H100, 8, 0.0), ValueError, "bytes_per_gpu"),
         (lambda: all_to_all_seconds(HGX_H100, 8.0, 1.0), TypeError, "group"),

@@ -13,10 +13,95 @@ out in Prometheus's rule-file format (``groups: [{name, rules: [...]}]``), and
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from aiinfra.clikit import require
 
 from .metrics import DEFAULT_JOB
+
+
+@dataclass(frozen=True)
+class XidClass:
+    """XIDs that mean the same thing to an operator (NVIDIA's XID catalog).
+
+    Attributes:
+        name: the class, in the alert's name (``GpuXidApplication``).
+        xids: its codes.
+        meaning: what the driver reports.
+        fault: whose fault it usually is.
+        action: what to do.
+        severity: ``"warning"`` (the job's own bug, usually) or ``"critical"``.
+    """
+
+    name: str
+    xids: tuple[int, ...]
+    meaning: str
+    fault: str
+    action: str
+    severity: str
+
+
+# region xid-classes
+#: The XIDs a training cluster sees most, by the action each needs.
+XID_CLASSES = (
+    XidClass(
+        "Application",
+        (13, 31, 43, 45),
+        "graphics engine exception, memory page fault, channel stopped, "
+        "preemptive cleanup",
+        "the application (a bad memory access, a killed process)",
+        "read the job's own error first; the same XID on one GPU across jobs "
+        "points at the hardware",
+        "warning",
+    ),
+    XidClass(
+        "Memory",
+        (48, 63, 64, 92, 94, 95),
+        "ECC errors: double-bit, row remapping, remap failure, high single-bit "
+        "rate, contained and uncontained",
+        "the HBM",
+        "drain the node and reset the GPU (a remap applies at reset); replace it "
+        "when a remap fails or errors recur",
+        "critical",
+    ),
+    XidClass(
+        "Nvlink",
+        (74,),
+        "NVLink error",
+        "the link, the GPU or the NVSwitch",
+        "drain the node, reset the GPU, check the link's error counters",
+        "critical",
+    ),
+    XidClass(
+        "OffTheBus",
+        (79,),
+        "GPU has fallen off the bus",
+        "the GPU, its board or PCIe",
+        "drain the node and power-cycle it; the job restarts without it",
+        "critical",
+    ),
+    XidClass(
+        "Firmware",
+        (119, 120),
+        "GSP timeout, GSP error",
+        "the GPU's firmware or the driver",
+        "reset the GPU; update the driver if it recurs",
+        "critical",
+    ),
+)
+# endregion
+
+
+def xid_expr(xids: tuple[int, ...], window: str = "5m") -> str:
+    """PromQL that holds while the last XID is one of ``xids`` and just changed.
+
+    ``DCGM_FI_DEV_XID_ERRORS`` is a gauge of the *last* XID a GPU raised, so
+    ``!= 0`` fires for ever after one error; ``changes`` fires when a new one
+    arrives (a repeat of the same code leaves the gauge unchanged and is missed).
+    """
+    codes = " or ".join(f"DCGM_FI_DEV_XID_ERRORS == {x}" for x in xids)
+    return f"({codes}) and changes(DCGM_FI_DEV_XID_ERRORS[{window}]) > 0"
+
 
 _DURATION = re.compile(r"^([0-9]+(ms|s|m|h|d|w|y))+$")
 _LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
@@ -71,14 +156,17 @@ def alert_rules(
     running = f"on() (sum(rate(train_steps_total{train}[5m])) > 0)"
     gpu = "GPU {{ $labels.gpu }} on {{ $labels.Hostname }}"
     hardware = [
-        _rule(
-            "GpuXidError",
-            "DCGM_FI_DEV_XID_ERRORS != 0",
-            "1m",
-            "critical",
-            f"{gpu} raised XID {{{{ $value }}}}",
-            "An XID is the driver's error report: 48 is a double-bit ECC error, "
-            "79 a GPU fallen off the bus, 74 an NVLink error. Drain the node.",
+        *(
+            _rule(
+                f"GpuXid{c.name}",
+                xid_expr(c.xids),
+                "1m",  # changes() holds for the window after a new XID
+                c.severity,
+                f"{gpu} raised XID {{{{ $value }}}}",
+                f"XID {', '.join(map(str, c.xids))}: {c.meaning}. Usually {c.fault}: "
+                f"{c.action}.",
+            )
+            for c in XID_CLASSES
         ),
         _rule(
             "GpuMissing",
@@ -157,7 +245,9 @@ def alert_rules(
             "10m",
             "warning",
             f"{gpu} is half as busy as the job's median GPU",
-            "Its input pipeline or its host falls behind; the others wait for it.",
+            "Its input pipeline or its host falls behind; the others wait for it. "
+            "Reads DCGM_FI_PROF_SM_ACTIVE, commented out in both of dcgm-exporter's "
+            "default counters files: enable it, or this rule never fires.",
         ),
     ]
     return {

@@ -104,7 +104,11 @@ def add_k8s_monitoring(parser: argparse.ArgumentParser) -> None:
     add("--dcgm-job", help="job label of dcgm-exporter")
     add("--gpus-per-node", type=int_at_least(1), help="GPUs a node reports")
     add("--stall-minutes", type=int_at_least(1), help="minutes without a step: hung")
-    add("--out", type=Path, help="write alerts.yaml and dashboard.json here")
+    add(
+        "--out",
+        type=Path,
+        help="write alerts.yaml, dashboard.json and dcgm-counters.csv here",
+    )
 
 
 def run_k8s_monitoring(args: argparse.Namespace) -> int:
@@ -112,6 +116,7 @@ def run_k8s_monitoring(args: argparse.Namespace) -> int:
     require("prometheus_client", "cloud")  # the metric list lives with the exporter
     from aiinfra.cloud.alerts import alert_rules, rule_file_yaml
     from aiinfra.cloud.dashboard import grafana_dashboard
+    from aiinfra.cloud.metrics import dcgm_counters_csv
 
     given = {
         k: getattr(args, k)
@@ -122,6 +127,7 @@ def run_k8s_monitoring(args: argparse.Namespace) -> int:
     texts = {
         "alerts.yaml": HEADER + rule_file_yaml(rules),
         "dashboard.json": json.dumps(grafana_dashboard(), indent=2) + "\n",
+        "dcgm-counters.csv": dcgm_counters_csv(),
     }
     if args.out is None:
         print(texts["alerts.yaml"], end="")

@@ -138,6 +138,24 @@ DCGM_METRICS = {
 }
 
 
+def dcgm_counters_csv() -> str:
+    """dcgm-exporter's counters file enabling every field of :data:`DCGM_METRICS`.
+
+    The exporter scrapes only the fields its counters file lists (``-f``); its two
+    default files comment out ``DCGM_FI_PROF_SM_ACTIVE`` and the NVLink error
+    counters, and list neither ``DCGM_FI_PROF_NVLINK_TX_BYTES`` nor ``_RX_``, which
+    the alerts and the dashboard read. One line per field: ``name, type, help``
+    (commas in the help become semicolons: the file is CSV).
+    """
+    lines = [
+        "# Format: DCGM field, Prometheus metric type, help message",
+        "# Every field the book's alerts and dashboard read (aiinfra k8s monitoring).",
+    ]
+    for name, field in DCGM_METRICS.items():
+        lines.append(f"{name}, {field.kind}, {field.meaning.replace(',', ';')}")
+    return "\n".join(lines) + "\n"
+
+
 def _host_peak_rss_bytes() -> int:
     """The process's peak resident set size, ``VmHWM`` of ``/proc/self/status``."""
     with open("/proc/self/status") as status:

@@ -32,6 +32,14 @@ from dataclasses import dataclass
 
 from aiinfra import checks
 
+#: Unit of an RDMA reliable connection's local ACK timeout (InfiniBand spec;
+#: ``ibv_modify_qp``'s ``timeout``, which NCCL sets from ``NCCL_IB_TIMEOUT``).
+RC_TIMEOUT_UNIT_S = 4.096e-6
+#: ``NCCL_IB_TIMEOUT`` when unset, in current NCCL (``net_ib.cc``; 14, then 18, in
+#: older releases).
+NCCL_IB_TIMEOUT_DEFAULT = 20
+#: Linux's minimum TCP retransmission timeout, ``TCP_RTO_MIN`` = ``HZ / 5``.
+TCP_RTO_MIN_S = 0.2
 MODES = ("lossy", "pfc", "ecn")  # ecn: DCQCN on a PFC network, as deployed
 VICTIM = -1  # flow id of the victim
 _Packet = tuple[int, int, int, bool]  # (flow, seq, slot sent, ECN-marked)
@@ -181,6 +189,23 @@ class _Sender:
         self.alpha *= 1 - g
         self.target = min(self.max_rate, self.target + ai)
         self.rate, self.quiet = (self.rate + self.target) / 2, 0
+
+
+def rc_timeout_s(timeout: int = NCCL_IB_TIMEOUT_DEFAULT) -> float:
+    """Seconds an RDMA RC queue pair waits for an ACK before it retransmits.
+
+    ``4.096 us x 2^timeout`` (the InfiniBand spec's local ACK timeout); after
+    ``NCCL_IB_RETRY_CNT`` (7) such retries the QP fails and NCCL reports an error.
+
+    Args:
+        timeout: the QP's 5-bit ``timeout`` field, 1..31 (0 means never).
+
+    Raises:
+        TypeError: ``timeout`` not an int.
+        ValueError: ``timeout`` outside 1..31.
+    """
+    checks.integer("timeout", timeout, low=1, high=31)
+    return RC_TIMEOUT_UNIT_S * 2**timeout
 
 
 def simulate_incast(mode: str, config: IncastConfig | None = None) -> IncastResult:

@@ -232,9 +232,10 @@ LABEL_RULES: tuple[tuple[str, str], ...] = (
     ("network: sockets", r"NET/Socket|Using network Socket"),
     ("network plugin", r"NET/Plugin|P2P plugin"),
     ("init start", r"Init START"),
+    ("send/receive chunk size", r"P2P Chunksize"),
     (
         "rings, trees, channels",
-        r"Channel \d+/\d+ :\s+\d|Trees? \[?\d|Ring \d+ :|Chunksize",
+        r"Channel \d+/\d+ :\s+\d|Trees? \[?\d|Ring \d+ :",
     ),
     ("topology", r"affinity|NVLS multicast|nNodes|MNNVL"),
     ("init done", r"Init COMPLETE|Init timings|Connected all (rings|trees)"),
@@ -251,6 +252,8 @@ MEANINGS: dict[str, str] = {
     "init start": "this rank's place in the communicator: rank, size, GPU bus id",
     "topology": "what NCCL detected: CPU affinity, NVLink SHARP, nodes",
     "rings, trees, channels": "the order of ranks in each channel's ring and tree",
+    "send/receive chunk size": "the piece size of point-to-point send/receive "
+    "(pipeline parallelism, all-to-all), not of the rings",
     "transport: P2P": "GPU to GPU directly, over NVLink or PCIe",
     "transport: SHM": "GPU to GPU through host memory: no P2P between them",
     "transport: NET": "through a NIC: between nodes, or forced",

@@ -37,6 +37,8 @@ class PublishedRun:
             dense BF16 peak it has.
         gpu_hours: the GPU-hours the authors report.
         source: where the numbers are printed.
+        gemm_format: the number format its matmuls ran in, a format of
+            :data:`~aiinfra.accelerators.FORMATS` (``"fp8"`` for DeepSeek-V3).
     """
 
     name: str
@@ -45,6 +47,7 @@ class PublishedRun:
     gpu: str
     gpu_hours: float
     source: str
+    gemm_format: str = "bf16"
 
 
 #: Runs that publish their GPU-hours. Llama 2: Touvron et al. 2023, Table 2 (A100
@@ -52,7 +55,9 @@ class PublishedRun:
 #: 80GB; "~15 trillion tokens"; 405B: 15.6T in Dubey et al. 2024, Sec. 3.1).
 #: DeepSeek-V3: DeepSeek-AI 2024, Table 1 (pre-training only, 2,664K H800 hours;
 #: 37B activated parameters, 14.8T tokens); the H800 has the H100 SXM's dense
-#: BF16 peak (its NVLink is cut to 400 GB/s), so it is priced as an H100.
+#: BF16 peak (its NVLink is cut to 400 GB/s), so it is priced as an H100. Its
+#: GEMMs ran in FP8 (DeepSeek-AI 2024, Sec. 3.3), so its MFU is also given against
+#: the FP8 peak, twice the BF16 one.
 RUNS = (
     PublishedRun("Llama 2 7B", 7e9, 2.0e12, "A100", 184_320, "Touvron et al. 2023"),
     PublishedRun("Llama 2 70B", 70e9, 2.0e12, "A100", 1_720_320, "Touvron et al. 2023"),
@@ -61,14 +66,16 @@ RUNS = (
     PublishedRun(
         "Llama 3.1 405B", 405e9, 15.6e12, "H100", 30.84e6, "Llama 3.1 model card"
     ),
-    PublishedRun("DeepSeek-V3", 37e9, 14.8e12, "H100", 2.664e6, "DeepSeek-AI 2024"),
+    PublishedRun(
+        "DeepSeek-V3", 37e9, 14.8e12, "H100", 2.664e6, "DeepSeek-AI 2024", "fp8"
+    ),
 )
 
 
-def _gpu_peak(gpu: str) -> float:
+def _gpu_peak(gpu: str, fmt: str = "bf16") -> float:
     if gpu not in GPUS:
         raise ValueError(f"gpu must be one of {sorted(GPUS)}, got {gpu!r}")
-    return GPUS[gpu].bf16_flops
+    return GPUS[gpu].peak(fmt)
 
 
 def training_flops(params: float, tokens: float) -> float:
@@ -110,12 +117,23 @@ def wall_days(flops: float, gpu: str, n_gpus: int, mfu: float) -> float:
     return gpu_days(flops, gpu, mfu) / n_gpus
 
 
-def implied_mfu(run: PublishedRun) -> float:
-    """The MFU a run's published GPU-hours imply: ``6ND / (hours x 3600 x peak)``."""
+def implied_mfu(run: PublishedRun, fmt: str = "bf16") -> float:
+    """The MFU a run's published GPU-hours imply: ``6ND / (hours x 3600 x peak)``.
+
+    Args:
+        run: the published run.
+        fmt: whose dense peak is the denominator: ``"bf16"`` (the usual MFU) or
+            ``"gemms"``, the format its matmuls ran in (FP8 for DeepSeek-V3: half
+            the BF16 figure).
+
+    Raises:
+        ValueError: ``fmt`` not one of the two, or no GPU-hours.
+    """
     checks.positive("gpu_hours", run.gpu_hours)
-    return training_flops(run.params, run.tokens) / (
-        run.gpu_hours * 3600 * _gpu_peak(run.gpu)
-    )
+    if fmt not in ("bf16", "gemms"):
+        raise ValueError(f"fmt must be 'bf16' or 'gemms', got {fmt!r}")
+    peak = _gpu_peak(run.gpu, run.gemm_format if fmt == "gemms" else "bf16")
+    return training_flops(run.params, run.tokens) / (run.gpu_hours * 3600 * peak)
 
 
 def budget_table(
@@ -157,14 +175,28 @@ def published_runs_table() -> Table:
             GPUS[run.gpu].name,
             f"{run.gpu_hours / 1e6:.2f}",
             f"{100 * implied_mfu(run):.0f}",
+            run.gemm_format.upper(),
+            f"{100 * implied_mfu(run, 'gemms'):.0f}",
         ]
         for run in RUNS
     ]
     return Table(
-        ["run", "N (B)", "D (T)", "C = 6ND", "GPU", "GPU-hours (M)", "MFU (%)"],
+        [
+            "run",
+            "N (B)",
+            "D (T)",
+            "C = 6ND",
+            "GPU",
+            "GPU-hours (M)",
+            "MFU, BF16 peak (%)",
+            "GEMMs in",
+            "MFU, their peak (%)",
+        ],
         rows,
         note="N: parameters per token (activated ones for DeepSeek-V3); GPU-hours as "
         "published (Touvron et al. 2023; Llama 3.1 model card; DeepSeek-AI 2024, "
-        "pre-training); MFU = 6ND / (GPU-hours x dense BF16 peak), the H800 at the "
-        "H100's peak.",
+        "pre-training); MFU = 6ND / (GPU-hours x dense peak), against the BF16 peak "
+        "and against the peak of the format the run's GEMMs used (FP8 for "
+        "DeepSeek-V3, whose few BF16 GEMMs put its true figure a little above); the "
+        "H800 at the H100's peaks.",
     )

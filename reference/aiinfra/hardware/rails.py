@@ -48,8 +48,14 @@ class RailCluster:
         links: all links (cables).
         optics: transceivers, two per link (every link optical).
         max_gpus: GPUs the network built can hold.
-        bisection_gbps: between two halves of the nodes.
+        bisection_gbps: between two halves of the nodes (the first and the last
+            half in node order), by max-flow.
         bisection_per_gpu_gbps: ``bisection_gbps`` per GPU of one half.
+        oversubscription: of the aggregation tier toward the core, ``d / up``; 1
+            is non-blocking; pods are non-blocking inside either way.
+        nodes_per_pod: whole nodes a pod holds (all nodes for two tiers).
+        cross_pod_per_gpu_gbps: what each GPU of a pod gets toward other pods
+            when all send across at once: ``B / oversubscription``.
     """
 
     gpus: int
@@ -69,10 +75,38 @@ class RailCluster:
     max_gpus: int
     bisection_gbps: float
     bisection_per_gpu_gbps: float
+    oversubscription: float = 1.0
+    nodes_per_pod: int = 0
+    cross_pod_per_gpu_gbps: float = 0.0
+
+
+def _cross_pod_flow(nics: int, per_pod: int, uplink_nics: float) -> float:
+    """Max-flow, in NIC rates, between the first and the last half of the NICs.
+
+    ``nics`` NICs in pods of ``per_pod``, whose core uplinks carry ``uplink_nics``
+    NIC rates per pod. A pod is non-blocking inside, so pairs in one pod use no
+    uplink; what is left of each half crosses the core, at most ``uplink_nics``
+    out of and into a pod.
+    """
+    half = nics // 2
+    inside, out, into = 0.0, 0.0, 0.0
+    for start in range(0, nics, per_pod):
+        end = min(start + per_pod, nics)
+        a = max(0, min(end, half) - start)  # the first half's NICs in this pod
+        b = max(0, end - max(start, nics - half))  # the last half's
+        both = min(a, b)
+        inside += both
+        out += min(uplink_nics, a - both)
+        into += min(uplink_nics, b - both)
+    return inside + min(out, into)
 
 
 def rail_cluster(
-    gpus: int, radix: int = 64, nic_gbps: float = 400.0, gpus_per_node: int = 8
+    gpus: int,
+    radix: int = 64,
+    nic_gbps: float = 400.0,
+    gpus_per_node: int = 8,
+    oversubscription: int = 1,
 ) -> RailCluster:
     """Size a rail-optimised cluster: two tiers while they fit, three otherwise.
 
@@ -82,13 +116,20 @@ def rail_cluster(
     ``(radix/2) // g`` leaves per rail linked alike to the pod's aggregation switches,
     whose other half of ports go to the core (aggregation switch ``a`` of every pod to
     core group ``a``, as in a fat-tree). Leaves and pods are built whole, so the
-    network holds ``max_gpus``.
+    network holds ``max_gpus``. With ``oversubscription`` ``r`` > 1, each
+    aggregation switch keeps its ``radix/2`` ports down into its pod but wires only
+    ``radix/(2r)`` up to the core, as large clusters do above their pods (Llama 3's
+    24K-GPU RoCE cluster: full bisection inside pods of 3,072 GPUs, 1:7 above, Dubey
+    et al. 2024, Sec. 3.3.1): fewer cores and optics, ``B / r`` per GPU between
+    pods. Two tiers have no core, so ``r`` changes nothing there.
 
     Args:
         gpus: GPUs wanted, >= 1.
         radix: ports per switch, even and >= 4.
         nic_gbps: speed of a NIC and of every link, Gb/s (400 for NDR/400GbE).
         gpus_per_node: ``g``, GPUs and NICs per node (8 on an HGX board).
+        oversubscription: ``r``, aggregation down-ports per core uplink, >= 1 and
+            dividing ``radix/2``.
 
     Returns:
         The counts of :class:`RailCluster`.
@@ -97,12 +138,18 @@ def rail_cluster(
         TypeError: a count not an int.
         ValueError: ``gpus`` or ``gpus_per_node`` < 1, ``nic_gbps`` <= 0, ``radix``
             odd or < 4, a pod with no leaf per rail (``radix/2 < g``) when three
-            tiers are needed, or more GPUs than three tiers of ``radix`` can hold.
+            tiers are needed, more GPUs than three tiers of ``radix`` can hold, or
+            ``oversubscription`` < 1 or not dividing ``radix/2``.
     """
     _check_radix(radix)
     checks.positive_int("gpus", gpus)
     checks.positive_int("gpus_per_node", gpus_per_node)
     checks.positive("nic_gbps", nic_gbps)
+    checks.positive_int("oversubscription", oversubscription)
+    if (radix // 2) % oversubscription:
+        raise ValueError(
+            f"oversubscription must divide radix/2={radix // 2}, got {oversubscription}"
+        )
     # region two-tiers
     g, d = gpus_per_node, radix // 2
     nodes = math.ceil(gpus / g)
@@ -113,6 +160,7 @@ def rail_cluster(
         spines = d // _parallel_links(leaves, radix, d)
         max_gpus = g * leaves_per_rail * d
         fabric_links = leaves * d
+        nodes_per_pod, up = nodes, d
     # endregion
     else:
         tiers, leaves_per_rail_in_pod = 3, d // g
@@ -130,13 +178,17 @@ def rail_cluster(
         leaves_per_rail = pods * leaves_per_rail_in_pod
         leaves = g * leaves_per_rail
         aggregation_per_pod = d // _parallel_links(pod_leaves, d, d)
-        core_per_group = d // _parallel_links(pods, radix, d)
+        up = d // oversubscription  # core uplinks of an aggregation switch
+        core_per_group = up // _parallel_links(pods, radix, up)
         spines = pods * aggregation_per_pod
         core = aggregation_per_pod * core_per_group
         max_gpus = pods * nodes_per_pod * g
-        fabric_links = leaves * d + spines * d
+        fabric_links = leaves * d + spines * up
     host_links = nodes * g
-    bisection_gbps = host_links // 2 * nic_gbps  # non-blocking: half the NICs at rate
+    ratio = d / up
+    bisection_gbps = nic_gbps * _cross_pod_flow(
+        host_links, nodes_per_pod * g, nodes_per_pod * g / ratio
+    )
     return RailCluster(
         gpus=gpus,
         nodes=nodes,
@@ -155,6 +207,9 @@ def rail_cluster(
         max_gpus=max_gpus,
         bisection_gbps=bisection_gbps,
         bisection_per_gpu_gbps=bisection_gbps / max(host_links // 2, 1),
+        oversubscription=ratio,
+        nodes_per_pod=nodes_per_pod,
+        cross_pod_per_gpu_gbps=nic_gbps / ratio,
     )
 
 

@@ -4,8 +4,9 @@ Checkpoint sizes from the memory calculator and the time to write them
 (:mod:`.sizes`); sharded checkpoints that load on another number of ranks
 (:mod:`.sharded`, ``torch.distributed.checkpoint``); asynchronous saves that overlap
 the write with training (:mod:`.async_checkpoint`); an all-or-nothing commit that
-survives a rank dying mid-save (:mod:`.atomic`); memory-mapped token files read in
-fixed-length windows (:mod:`.data`); :mod:`.bench` measures them
+survives a rank dying mid-save (:mod:`.atomic`); the loader position, random
+generators and schedule an exact resume needs (:mod:`.resume`); memory-mapped
+token files read in fixed-length windows (:mod:`.data`); :mod:`.bench` measures them
 (``aiinfra bench storage``, :mod:`.cli`).
 """
 
@@ -34,6 +35,11 @@ __getattr__, __dir__, __all__ = lazy.exports(
             "loader_throughput",
             "token_dtype",
             "write_token_file",
+        ),
+        "aiinfra.storage.resume": (
+            "ResumableSampler",
+            "restore_resume_state",
+            "resume_state",
         ),
         "aiinfra.storage.sharded": (
             "check_checkpoint_dir",

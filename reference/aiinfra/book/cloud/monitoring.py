@@ -25,7 +25,7 @@ from torch import nn
 
 from aiinfra import results
 from aiinfra.cloud import dashboard
-from aiinfra.cloud.alerts import alert_rules
+from aiinfra.cloud.alerts import XID_CLASSES, alert_rules
 from aiinfra.cloud.dashboard import grafana_dashboard
 from aiinfra.cloud.metrics import DCGM_METRICS, TRAINING_METRICS, TrainingExporter
 from aiinfra.report import Table
@@ -252,6 +252,20 @@ def alerts_table() -> Table:
     )
     columns = ["alert", "severity", "for", "what it catches"]
     return Table(columns, rows, note, words=(1, 3))
+
+
+def xid_table() -> Table:
+    """The XID classes the alerts tell apart: codes, meaning, whose fault, action."""
+    rows = [
+        [c.name, ", ".join(map(str, c.xids)), c.meaning, c.fault, c.action]
+        for c in XID_CLASSES
+    ]
+    note = (
+        "NVIDIA's XID catalog; each class is one alert, GpuXid<class>, firing when "
+        "the last XID changes to one of its codes."
+    )
+    columns = ["class", "XIDs", "meaning", "usually", "what to do"]
+    return Table(columns, rows, note, words=(0, 2, 3, 4))
 
 
 def alert_count() -> int:

@@ -14,6 +14,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import FancyBboxPatch
 
 from aiinfra.accelerators import GPUS
+from aiinfra.comm import incast
 from aiinfra.comm.incast import MODES, IncastConfig, IncastResult, simulate_incast
 from aiinfra.report import Table
 
@@ -97,7 +98,7 @@ def ib_roce_table() -> Table:
         ["no loss by", "link credits", "PFC"],
         ["congestion control", "IB CC (FECN, BECN)", "ECN + DCQCN"],
         ["switches", "InfiniBand", "Ethernet"],
-        ["example", "Llama 3 (smaller models)", "Llama 3 405B, Microsoft, Meta"],
+        ["example", "Llama 3 (smaller models)", "Llama 3 405B, Meta's RoCE clusters"],
     ]
     return Table(
         ["layer", "InfiniBand", "RoCE v2"],
@@ -118,6 +119,21 @@ def slot_ns() -> float:
 def rto_us() -> float:
     """The simulation's retransmission timeout, microseconds."""
     return BURST.rto_slots * _slot_us()
+
+
+def rc_timeout_s(timeout: int) -> float:
+    """An RDMA RC queue pair's retransmission timeout at ``NCCL_IB_TIMEOUT``, s."""
+    return incast.rc_timeout_s(timeout)
+
+
+def nccl_ib_timeout() -> int:
+    """``NCCL_IB_TIMEOUT`` when unset, in current NCCL."""
+    return incast.NCCL_IB_TIMEOUT_DEFAULT
+
+
+def tcp_rto_min_ms() -> float:
+    """Linux's minimum TCP retransmission timeout, ms."""
+    return incast.TCP_RTO_MIN_S * 1e3
 
 
 def burst_kib() -> float:

@@ -43,27 +43,33 @@ def memory_table() -> Table:
     for g in ACCELERATORS.values():
         link = f"{g.scale_up} {g.scale_up_bandwidth / 1e9:,.0f}"
         tdp = "-" if g.tdp_watts is None else round(g.tdp_watts)
+        pair = "-" if g.pair_bandwidth is None else round(g.pair_bandwidth / 1e9)
         rows.append(
             [
                 g.name,
-                g.hbm_bytes // 10**9,
+                round(g.hbm_bytes / 1e9),
                 g.hbm_bandwidth / 1e12,
                 link,
+                pair,
                 tdp,
                 round(g.ridge),
             ]
         )
     note = (
-        "HBM capacity (GB = 1e9 bytes) and bandwidth (TB/s = 1e12 bytes/s); the "
-        "scale-up link and its bandwidth per accelerator, both directions, GB/s; "
-        "maximum board power (the TPU v5p's is not published); ridge = dense bf16 "
-        "peak / HBM bandwidth."
+        "HBM capacity (GB = 1e9 bytes; the TPU v5p's is printed as 95 GiB) and "
+        "bandwidth (TB/s = 1e12 bytes/s); the scale-up link and its bandwidth per "
+        "accelerator summed over all its links, both directions, GB/s; one pair: "
+        "what two accelerators get between them (all of it through NVLink "
+        "switches, one of seven links on the MI300X; -: a torus has no single "
+        "figure); maximum board power (the TPU v5p's is not published); ridge = "
+        "dense bf16 peak / HBM bandwidth."
     )
     columns = [
         "accelerator",
         "HBM GB",
         "HBM TB/s",
-        "scale-up GB/s",
+        "scale-up GB/s (all links)",
+        "one pair GB/s",
         "W",
         "ridge FLOP/byte",
     ]

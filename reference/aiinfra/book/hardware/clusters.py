@@ -13,7 +13,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from aiinfra.hardware import rails, topology
+from aiinfra.hardware import ecmp, rails, topology
 from aiinfra.hardware.reliability import LLAMA3_405B
 from aiinfra.report import Table
 
@@ -226,6 +226,62 @@ def rail_table() -> Table:
     )
 
 
+#: Oversubscriptions of the core tier the table compares (1: non-blocking).
+OVERSUBSCRIPTIONS = (1, 2, 4, 8)
+
+
+def oversubscribed_table() -> Table:
+    """Llama 3-sized clusters with the core tier oversubscribed 1:r above its pods."""
+    rows = []
+    for r in OVERSUBSCRIPTIONS:
+        c = rails.rail_cluster(CLUSTER_GPUS, radix=RADIX, oversubscription=r)
+        rows.append(
+            [
+                f"1:{r}",
+                c.switches,
+                c.optics,
+                round(c.optics / c.gpus, 2),
+                round(c.cross_pod_per_gpu_gbps),
+                _tbps(c.bisection_gbps),
+            ]
+        )
+    return Table(
+        [
+            "core tier",
+            "switches",
+            "optics",
+            "optics per GPU",
+            "Gb/s per GPU between pods",
+            "bisection (Tb/s)",
+        ],
+        rows,
+        note="Rail-optimised, 8 GPUs and 8 NICs of 400 Gb/s per node, 64-port "
+        "switches; pods non-blocking inside, their aggregation switches wired to the "
+        "core with one uplink per r ports down; bisection between the two halves of "
+        "the nodes, by max-flow.",
+        stamp="{gpus} GPUs in pods of {pod} GPUs",
+        fields={
+            "gpus": f"{CLUSTER_GPUS:,}",
+            "pod": f"{pod_gpus():,}",
+        },
+    )
+
+
+def pod_gpus() -> int:
+    """GPUs in one non-blocking pod of the 64-port example cluster."""
+    return rails.rail_cluster(CLUSTER_GPUS, radix=RADIX).nodes_per_pod * 8
+
+
+def optics_saved_pct(r: int) -> float:
+    """Optics an oversubscription 1:r of the core saves on the example, percent."""
+    full = rails.rail_cluster(CLUSTER_GPUS, radix=RADIX).optics
+    return 100 * (
+        1
+        - rails.rail_cluster(CLUSTER_GPUS, radix=RADIX, oversubscription=r).optics
+        / full
+    )
+
+
 def switches_figure() -> Figure:
     """Switches of a rail-optimised cluster against its GPUs, for three radices."""
     fig = Figure(figsize=(6.4, 3.6), layout="constrained")
@@ -290,3 +346,106 @@ def all_to_all_ratio() -> float:
 def domain_gpus(system: str) -> int:
     """GPUs in one NVLink domain of ``"HGX H100"`` or ``"GB200 NVL72"``."""
     return {d.name: d.gpus for d in (rails.HGX_H100, rails.GB200_NVL72)}[system]
+
+
+# ECMP
+
+#: Uplinks and flows of the drawn ECMP example: eight flows onto eight spines.
+ECMP_LINKS = 8
+#: The hash of the drawn example (a seed whose collisions are typical).
+ECMP_SEED = 4
+#: Queue pairs per connection the efficiency curve runs through.
+ECMP_QUEUE_PAIRS = (1, 2, 4, 8, 16)
+
+
+def _ecmp_uplinks() -> list[int]:
+    return ecmp.hash_flows(ECMP_LINKS, ECMP_LINKS, ECMP_SEED)
+
+
+def _draw_hash(ax: Axes, placed: int, fontsize: float) -> None:
+    """The first ``placed`` flows of the example stacked on the uplinks they hash to."""
+    uplinks = _ecmp_uplinks()
+    height = [0] * ECMP_LINKS
+    for flow, link in enumerate(uplinks[:placed]):
+        ax.bar(link, 1, bottom=height[link], color=f"C{flow % 10}", edgecolor="white")
+        ax.text(
+            link,
+            height[link] + 0.5,
+            str(flow),
+            ha="center",
+            va="center",
+            color="white",
+            fontsize=fontsize,
+        )
+        height[link] += 1
+    ax.axhline(1, color="0.3", linestyle="--", linewidth=1)
+    ax.set_xticks(range(ECMP_LINKS))
+    ax.set_xlim(-0.6, ECMP_LINKS - 0.4)
+    ax.set_ylim(0, max(3, max(ecmp.loads(uplinks, ECMP_LINKS))) + 0.5)
+    ax.set_xlabel("uplink", fontsize=fontsize)
+    ax.set_ylabel("flows", fontsize=fontsize)
+    ax.tick_params(labelsize=fontsize)
+
+
+def _draw_efficiency(ax: Axes, fontsize: float) -> None:
+    """Share of the bandwidth eight connections get against their queue pairs."""
+    effs = [ecmp_efficiency_pct(q) for q in ECMP_QUEUE_PAIRS]
+    ax.plot(ECMP_QUEUE_PAIRS, effs, "o-", color="C0", label="ECMP")
+    ax.axhline(100, color="C2", linestyle="--", label="adaptive routing (ideal)")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(ECMP_QUEUE_PAIRS, [str(q) for q in ECMP_QUEUE_PAIRS])
+    ax.set_ylim(0, 110)
+    ax.set_xlabel("queue pairs per connection", fontsize=fontsize)
+    ax.set_ylabel("bandwidth the flows get (%)", fontsize=fontsize)
+    ax.tick_params(labelsize=fontsize)
+    ax.legend(loc="lower right", fontsize=fontsize * 0.9)
+    ax.grid(True, alpha=0.3)
+
+
+def ecmp_figure() -> Figure:
+    """One hash of eight flows onto eight uplinks; the share flows get against QPs."""
+    fig = Figure(figsize=(8.4, 3.4), layout="constrained")
+    left, right = fig.subplots(1, 2)
+    _draw_hash(left, ECMP_LINKS, 9)
+    left.set_title("one hash: eight flows, eight uplinks", fontsize=10)
+    _draw_efficiency(right, 9)
+    return fig
+
+
+def ecmp_frames() -> list[Figure]:
+    """The example's flows hashed onto the uplinks one at a time, then its curve.
+
+    The last frame puts the hash beside the share of the bandwidth the flows get
+    against the queue pairs per connection, the book figure at slide size.
+    """
+    frames = []
+    for placed in range(ECMP_LINKS + 1):
+        fig = Figure(figsize=(10, 5), layout="constrained")
+        _draw_hash(fig.subplots(), placed, 16)
+        frames.append(fig)
+    fig = Figure(figsize=(10, 5), layout="constrained")
+    left, right = fig.subplots(1, 2)
+    _draw_hash(left, ECMP_LINKS, 14)
+    _draw_efficiency(right, 14)
+    frames.append(fig)
+    return frames
+
+
+def ecmp_busiest() -> int:
+    """Flows on the busiest uplink of the drawn hash."""
+    return max(ecmp.loads(_ecmp_uplinks(), ECMP_LINKS))
+
+
+def ecmp_idle() -> int:
+    """Uplinks the drawn hash leaves idle."""
+    return ecmp.loads(_ecmp_uplinks(), ECMP_LINKS).count(0)
+
+
+def ecmp_expected_max() -> float:
+    """Expected flows on the busiest of eight uplinks carrying eight flows."""
+    return ecmp.expected_max_load(ECMP_LINKS, ECMP_LINKS)
+
+
+def ecmp_efficiency_pct(queue_pairs: int) -> float:
+    """Bandwidth share of 8 connections on 8 uplinks, ``queue_pairs`` QPs each, %."""
+    return 100 * ecmp.ecmp_efficiency(ECMP_LINKS, ECMP_LINKS, queue_pairs)
