@@ -50,7 +50,7 @@ NAMES = frozenset(
     " Kaplan Hoffmann Besiroglu Korthikanti Leviathan Dubey Young Daly"
     # Kubernetes: resources, their fields and the controllers aiinfra k8s renders
     " Pod Service Job JobSet PodGroup job jobset pytorchjob volcano kueue requests"
-    " limits kind schema true team-a"
+    " limits kind schema true team-a Eviction"
     # Linux namespaces (namespaces(7)), Prometheus types, severities and fields
     " inode cgroup ipc mnt net pid time user uts gauge counter histogram critical"
     " warning for"

@@ -27,6 +27,7 @@ JOBS = {
     "1x4": TrainingJob("solo", "img:1", ("-m", "x"), nodes=1, gpus_per_node=4),
     "elastic": TrainingJob("el", "img", BENCH, 2, 8, min_nodes=2, max_nodes=4),
     "queued": TrainingJob("q", "img", BENCH, 3, 8, queue="team-a", namespace="ml"),
+    "rdma": TrainingJob("r", "img", BENCH, 2, 8, rdma=True, rdma_network="ib-a"),
 }
 
 
@@ -235,6 +236,8 @@ BAD = [
     ({"shm_size": "256Gi"}, r"shm_size must be <= memory \(128Gi\)"),
     ({"memory": "64GB"}, "memory must be a positive memory quantity"),
     ({"gpu_resource": "gpu"}, "gpu_resource must be a domain-qualified"),
+    ({"rdma_resource": "rdma_shared_device_a"}, "rdma_resource must be a domain"),
+    ({"rdma_network": "RDMA net"}, "rdma_network must be a DNS-1123 label"),
 ]
 
 
@@ -280,9 +283,10 @@ def test_cli_refuses_bad_flags_with_status_2_and_writes_nothing(
 def test_deploy_files_are_what_the_cli_renders_now(tmp_path, monkeypatch):
     deploy = ROOT / "deploy/k8s"
     assert render(["--out", str(tmp_path)], monkeypatch) == 0
+    assert render(["--kind", "jobset", "--rdma", "--out", str(tmp_path)], None) == 0
     written = sorted(p.name for p in tmp_path.iterdir())
     assert written == sorted(p.name for p in deploy.iterdir())
-    assert written == ["job.yaml", "jobset.yaml", "pytorchjob.yaml"]
+    assert written == ["job.yaml", "jobset-rdma.yaml", "jobset.yaml", "pytorchjob.yaml"]
     for name in written:
         assert (deploy / name).read_text() == (tmp_path / name).read_text(), name
 
@@ -291,3 +295,94 @@ def test_cli_prints_the_manifests_without_out(monkeypatch, capsys):
     assert render(["--kind", "jobset", "--", "-m", "train"], monkeypatch) == 0
     ((template, _),) = pod_templates(list(yaml.safe_load_all(capsys.readouterr().out)))
     assert template["spec"]["containers"][0]["args"][-2:] == ["-m", "train"]
+
+
+# What the NVIDIA Network Operator's RDMA shared device examples give a pod (its
+# "Deploy ... with RDMA Shared Device" pages): the device plugin's resource, the
+# IPC_LOCK capability and the Multus annotation naming the secondary network.
+RDMA_RESOURCE = "rdma/rdma_shared_device_a"
+MULTUS = "k8s.v1.cni.cncf.io/networks"
+
+
+def test_the_rdma_variant_gives_every_pod_the_nics_and_nccl_the_verbs():
+    job = JOBS["rdma"]
+    objects = all_objects(job)
+    for template, _ in pod_templates(objects):
+        assert template["metadata"]["annotations"][MULTUS] == "ib-a"
+        (container,) = template["spec"]["containers"]
+        assert container["resources"]["limits"][RDMA_RESOURCE] == 1
+        assert container["resources"]["limits"]["nvidia.com/gpu"] == 8
+        assert container["securityContext"] == {"capabilities": {"add": ["IPC_LOCK"]}}
+        env = {e["name"]: e["value"] for e in container["env"]}
+        # verbs or an error (NCCL_NET), on the mlx5 HCAs, bootstrap on eth0
+        assert env["NCCL_NET"] == "IB"
+        assert env["NCCL_IB_HCA"] == "mlx5"
+        assert env["NCCL_SOCKET_IFNAME"] == "eth0"
+        assert env[RESTART_ENV] == "1"
+    # and none of it without --rdma
+    for template, _ in pod_templates(all_objects(JOBS["2x8"])):
+        (container,) = template["spec"]["containers"]
+        assert MULTUS not in template["metadata"].get("annotations", {})
+        assert "securityContext" not in container
+        assert RDMA_RESOURCE not in container["resources"]["limits"]
+        assert not any(e["name"].startswith("NCCL_") for e in container["env"])
+
+
+def test_volcano_keeps_the_multus_annotation_beside_its_group():
+    job = TrainingJob("r", "img", BENCH, 2, 8, rdma=True)
+    _, _, batch = k8s.volcano_job(job)
+    annotations = batch["spec"]["template"]["metadata"]["annotations"]
+    assert annotations == {MULTUS: "rdma-net", "scheduling.k8s.io/group-name": "r"}
+
+
+@pytest.mark.parametrize("render", [k8s.plain_job, k8s.jobset, k8s.pytorchjob])
+def test_a_broken_rdma_pod_fails_validation(render, crd_validators):
+    objects = copy.deepcopy(render(JOBS["rdma"]))
+    top = objects[-1]
+    for template, _ in pod_templates([top]):
+        (container,) = template["spec"]["containers"]
+        container["securityContext"]["capabilities"]["add"] = "IPC_LOCK"  # not a list
+    with pytest.raises(jsonschema.ValidationError):
+        validate(top, crd_validators)
+
+
+# Kueue's Configuration fields of waitForPodsReady, as its "Sequential Admission
+# with Ready Pods" task page lists them (kueue.sigs.k8s.io/docs/tasks/manage/).
+KUEUE_FIELDS = {"enable", "timeout", "blockAdmission", "requeuingStrategy"}
+REQUEUING_FIELDS = {"timestamp", "backoffLimitCount"}
+
+
+def test_kueue_configuration_waits_for_pods_ready_with_the_documented_fields():
+    config = k8s.kueue_configuration()
+    assert config["apiVersion"] == "config.kueue.x-k8s.io/v1beta1"
+    assert config["kind"] == "Configuration"
+    ready = config["waitForPodsReady"]
+    assert set(ready) == KUEUE_FIELDS
+    assert set(ready["requeuingStrategy"]) == REQUEUING_FIELDS
+    assert ready["enable"] is True and ready["blockAdmission"] is True
+    assert ready["timeout"] == "10m"
+    assert ready["requeuingStrategy"]["timestamp"] in ("Eviction", "Creation")
+    text = (ROOT / "deploy/kueue/config.yaml").read_text()
+    assert list(yaml.safe_load_all(text)) == [config]
+
+
+def test_deploy_kueue_file_is_what_the_cli_renders_now(tmp_path):
+    assert render(["--out", str(tmp_path)], None) == 0  # render's own files
+    assert aiinfra.cli.main(["k8s", "kueue", "--out", str(tmp_path)]) == 0
+    written = (tmp_path / "config.yaml").read_text()
+    assert written == (ROOT / "deploy/kueue/config.yaml").read_text()
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        ({"timeout": "10 minutes"}, ValueError, "timeout must be a positive duration"),
+        ({"timeout": "0s"}, ValueError, "timeout must be a positive duration"),
+        ({"timestamp": "Admission"}, ValueError, "timestamp must be one of Eviction"),
+        ({"backoff_limit_count": -1}, ValueError, "backoff_limit_count must be >= 0"),
+        ({"backoff_limit_count": "5"}, TypeError, "backoff_limit_count must be an int"),
+    ],
+)
+def test_a_kueue_configuration_kueue_would_reject_is_refused(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        k8s.kueue_configuration(**kwargs)

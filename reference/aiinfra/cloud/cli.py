@@ -5,6 +5,8 @@ them all before anything is written) and prints its manifests, or writes one fil
 per kind into ``--out``; the book's ``deploy/k8s/`` files are made by::
 
     aiinfra k8s render --kind all --out deploy/k8s
+    aiinfra k8s render --kind jobset --rdma --out deploy/k8s
+    aiinfra k8s kueue --out deploy/kueue
 
 Everything after ``--`` is the training command torchrun runs on every pod.
 """
@@ -55,6 +57,22 @@ def add_k8s_render(parser: argparse.ArgumentParser) -> None:
         default="all",
         help=f"controller to render; all: {', '.join(ALL_KINDS)}",
     )
+    add(
+        "--rdma",
+        action="store_true",
+        help="RDMA NICs in each pod: device plugin resource, IPC_LOCK, a Multus "
+        "network, NCCL's IB environment (files <kind>-rdma.yaml)",
+    )
+    add(
+        "--rdma-resource",
+        default="rdma/rdma_shared_device_a",
+        help="the RDMA device plugin's resource (with --rdma)",
+    )
+    add(
+        "--rdma-network",
+        default="rdma-net",
+        help="the NetworkAttachmentDefinition Multus attaches (with --rdma)",
+    )
     add("--out", type=Path, help="write <kind>.yaml here (default: print)")
     add(
         "command",
@@ -81,6 +99,9 @@ def run_k8s_render(args: argparse.Namespace) -> int:
         max_restarts=args.max_restarts,
         namespace=args.namespace,
         queue=args.queue,
+        rdma=args.rdma,
+        rdma_resource=args.rdma_resource,
+        rdma_network=args.rdma_network,
     )
     kinds = ALL_KINDS if args.kind == "all" else (args.kind,)
     # Render all before writing any, so a refused kind leaves no partial output.
@@ -90,9 +111,55 @@ def run_k8s_render(args: argparse.Namespace) -> int:
         return 0
     args.out.mkdir(parents=True, exist_ok=True)
     for kind, text in texts.items():
-        path = args.out / f"{kind}.yaml"
+        path = args.out / f"{kind}{'-rdma' if args.rdma else ''}.yaml"
         path.write_text(HEADER + text)
         print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
+def add_k8s_kueue(parser: argparse.ArgumentParser) -> None:
+    """Flags of ``aiinfra k8s kueue``."""
+    add = parser.add_argument
+    add(
+        "--timeout", default="10m", help="time the admitted job's pods have to be ready"
+    )
+    add(
+        "--no-block-admission",
+        dest="block_admission",
+        action="store_false",
+        help="admit other jobs while one waits for its pods",
+    )
+    add("--timestamp", default="Eviction", help="requeue order: Eviction or Creation")
+    add(
+        "--backoff-limit-count",
+        type=int_at_least(0),
+        default=5,
+        help="requeues before the job is deactivated",
+    )
+    add("--out", type=Path, help="write config.yaml here (default: print)")
+
+
+def run_k8s_kueue(args: argparse.Namespace) -> int:
+    """Kueue's Configuration with waitForPodsReady, printed or written."""
+    from aiinfra.cloud.manifests import kueue_configuration, to_yaml
+
+    text = to_yaml(
+        [
+            kueue_configuration(
+                args.timeout,
+                args.block_admission,
+                args.timestamp,
+                args.backoff_limit_count,
+            )
+        ]
+    )
+    if args.out is None:
+        print(text, end="")
+        return 0
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / "config.yaml"
+    path.write_text(HEADER + text)
+    print(f"wrote {path}", file=sys.stderr)
     return 0
 
 
@@ -286,6 +353,13 @@ COMMANDS = (
         "a torchrun training job's Kubernetes manifests (Job, JobSet, PyTorchJob)",
         add_k8s_render,
         run_k8s_render,
+    ),
+    Command(
+        "k8s",
+        "kueue",
+        "Kueue's Configuration with waitForPodsReady: admit a gang only once it fits",
+        add_k8s_kueue,
+        run_k8s_kueue,
     ),
     Command(
         "k8s",

@@ -18,7 +18,10 @@ from dataclasses import dataclass
 DNS_LABEL_MAX = 63
 DNS_1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")  # Service and PyTorchJob names
 DNS_1123 = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")  # namespaces, queues
-RESOURCE_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[a-z0-9]([-a-z0-9.]*)?")
+# A prefix (DNS subdomain) and a qualified name, as rdma/rdma_shared_device_a.
+RESOURCE_NAME = re.compile(
+    r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"
+)
 CPU = re.compile(r"\d+(\.\d+)?m?")  # "16", "0.5", "500m"
 BINARY_SUFFIXES = {"": 1, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
 # The JobSet's one replicated job: its pods are <name>-node-<job>-<pod>.<name>.
@@ -62,6 +65,14 @@ class TrainingJob:
         memory: memory request and limit per pod; ``/dev/shm`` counts against it.
         shm_size: size of ``/dev/shm``; loader workers pass batches through it and
             a container's default 64 MiB is too small for them.
+        rdma: give each pod the node's RDMA NICs (device plugin resource,
+            ``IPC_LOCK``, a Multus secondary network, NCCL's IB environment), as
+            the NVIDIA Network Operator sets a cluster up; without it NCCL runs
+            over the pod network's sockets.
+        rdma_resource: the RDMA device plugin's resource, one per pod; the shared
+            device plugin names them ``rdma/<resourceName>``.
+        rdma_network: the NetworkAttachmentDefinition Multus attaches (the name of
+            the operator's MacvlanNetwork, IPoIBNetwork or HostDeviceNetwork).
 
     Raises:
         ValueError: an argument that no cluster can run, named with its constraint.
@@ -84,6 +95,9 @@ class TrainingJob:
     cpu: str = "16"
     memory: str = "128Gi"
     shm_size: str = "32Gi"
+    rdma: bool = False
+    rdma_resource: str = "rdma/rdma_shared_device_a"
+    rdma_network: str = "rdma-net"
 
     def __post_init__(self) -> None:
         if isinstance(self.command, str):
@@ -152,7 +166,7 @@ class TrainingJob:
             )
         if not self.image.strip() or any(c.isspace() for c in self.image):
             raise ValueError(f"image must be a non-empty reference, got {self.image!r}")
-        for arg in ("namespace", "queue"):
+        for arg in ("namespace", "queue", "rdma_network"):
             value = getattr(self, arg)
             if value is not None and not (
                 DNS_1123.fullmatch(value) and len(value) <= DNS_LABEL_MAX
@@ -161,11 +175,15 @@ class TrainingJob:
                     f"{arg} must be a DNS-1123 label (<= 63 lowercase letters, digits "
                     f"and '-'), got {value!r}"
                 )
-        if not RESOURCE_NAME.fullmatch(self.gpu_resource):
-            raise ValueError(
-                f"gpu_resource must be a domain-qualified resource name such as "
-                f"'nvidia.com/gpu', got {self.gpu_resource!r}"
-            )
+        for arg, example in [
+            ("gpu_resource", "nvidia.com/gpu"),
+            ("rdma_resource", "rdma/rdma_shared_device_a"),
+        ]:
+            if not RESOURCE_NAME.fullmatch(getattr(self, arg)):
+                raise ValueError(
+                    f"{arg} must be a domain-qualified resource name such as "
+                    f"{example!r}, got {getattr(self, arg)!r}"
+                )
 
     @property
     def elastic(self) -> bool:

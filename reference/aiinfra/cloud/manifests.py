@@ -14,6 +14,7 @@ the order ``kubectl apply`` needs them.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +26,15 @@ CONTAINER = "pytorch"  # the training operator finds its container by this name
 POD_LABEL = "app.kubernetes.io/instance"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 VOLCANO_GROUP = "scheduling.k8s.io/group-name"  # pod annotation naming its PodGroup
+# Multus attaches the NetworkAttachmentDefinitions this pod annotation names, as
+# net1, net2, ... beside the pod network's eth0.
+MULTUS_NETWORKS = "k8s.v1.cni.cncf.io/networks"
+# What NCCL needs to use the RDMA NICs the pod holds (NCCL's environment variables).
+RDMA_ENV = {
+    "NCCL_NET": "IB",  # verbs or fail: no silent fallback to sockets
+    "NCCL_IB_HCA": "mlx5",  # a prefix: every mlx5_* HCA the device plugin mounted
+    "NCCL_SOCKET_IFNAME": "eth0",  # bootstrap over the pod network, data over verbs
+}
 
 
 def metadata(job: TrainingJob, queued: bool = False) -> Object:
@@ -67,6 +77,15 @@ def pod_template(job: TrainingJob, kind: str, restart_policy: str) -> Object:
         "labelSelector": {"matchLabels": {POD_LABEL: job.name}},
         "topologyKey": "kubernetes.io/hostname",
     }
+    metadata: Object = {"labels": {POD_LABEL: job.name}}
+    if job.rdma:
+        # The RDMA NICs: the device plugin's resource mounts /dev/infiniband,
+        # IPC_LOCK lets NCCL pin (register) memory for the NIC, Multus adds the
+        # secondary interface, and NCCL is told to use verbs on the mlx5 HCAs.
+        container["resources"]["limits"][job.rdma_resource] = 1
+        container["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
+        container["env"] += [{"name": k, "value": v} for k, v in RDMA_ENV.items()]
+        metadata["annotations"] = {MULTUS_NETWORKS: job.rdma_network}
     shm = {"medium": "Memory", "sizeLimit": job.shm_size}
     spec = {
         "restartPolicy": restart_policy,
@@ -82,7 +101,7 @@ def pod_template(job: TrainingJob, kind: str, restart_policy: str) -> Object:
             {"key": job.gpu_resource, "operator": "Exists", "effect": "NoSchedule"}
         ],
     }
-    return {"metadata": {"labels": {POD_LABEL: job.name}}, "spec": spec}
+    return {"metadata": metadata, "spec": spec}
 
 
 def indexed_job_spec(job: TrainingJob, kind: str, backoff_limit: int) -> Object:
@@ -238,9 +257,74 @@ def volcano_job(job: TrainingJob) -> list[Object]:
     }
     service, batch_job = plain_job(job, "volcano")
     template = batch_job["spec"]["template"]
-    template["metadata"]["annotations"] = {VOLCANO_GROUP: job.name}
+    template["metadata"].setdefault("annotations", {})[VOLCANO_GROUP] = job.name
     template["spec"]["schedulerName"] = "volcano"
     return [group, service, batch_job]
+
+
+KUEUE_CONFIG = "config.kueue.x-k8s.io/v1beta1"
+KUEUE_TIMESTAMPS = ("Eviction", "Creation")
+
+
+def kueue_configuration(
+    timeout: str = "10m",
+    block_admission: bool = True,
+    timestamp: str = "Eviction",
+    backoff_limit_count: int = 5,
+) -> Object:
+    """Kueue's ``Configuration`` with ``waitForPodsReady``: admission waits for fit.
+
+    Quota admits a job whose pods may still not fit the nodes; with this block a
+    job whose pods are not all ready within ``timeout`` is evicted (suspended,
+    its quota released) and requeued, and with ``block_admission`` no other job
+    is admitted until the admitted one's pods are ready, so two half-placed gangs
+    cannot hold each other's nodes. The fields are those of Kueue's "Sequential
+    Admission with Ready Pods" task page.
+
+    Args:
+        timeout: how long the admitted job's pods have to become ready, a
+            duration such as ``"10m"`` (Kueue's default is 5m).
+        block_admission: admit nothing else while a job waits for its pods.
+        timestamp: where a requeued job goes in the queue: ``Eviction`` (its
+            eviction time) or ``Creation`` (its creation time, so it keeps its
+            place).
+        backoff_limit_count: requeues before the job is deactivated.
+
+    Raises:
+        ValueError: a duration, timestamp or count Kueue would reject.
+    """
+    if not re.fullmatch(r"(\d+(ms|s|m|h))+", timeout) or not re.search(
+        r"[1-9]", timeout
+    ):
+        raise ValueError(
+            f"timeout must be a positive duration such as '10m' or '1h30m', got "
+            f"{timeout!r}"
+        )
+    if timestamp not in KUEUE_TIMESTAMPS:
+        raise ValueError(
+            f"timestamp must be one of {', '.join(KUEUE_TIMESTAMPS)}, got {timestamp!r}"
+        )
+    if isinstance(backoff_limit_count, bool) or not isinstance(
+        backoff_limit_count, int
+    ):
+        raise TypeError(
+            f"backoff_limit_count must be an int, got {backoff_limit_count!r}"
+        )
+    if backoff_limit_count < 0:
+        raise ValueError(f"backoff_limit_count must be >= 0, got {backoff_limit_count}")
+    return {
+        "apiVersion": KUEUE_CONFIG,
+        "kind": "Configuration",
+        "waitForPodsReady": {
+            "enable": True,
+            "timeout": timeout,
+            "blockAdmission": block_admission,
+            "requeuingStrategy": {
+                "timestamp": timestamp,
+                "backoffLimitCount": backoff_limit_count,
+            },
+        },
+    }
 
 
 # What `aiinfra k8s render --kind` renders; `all` means the first three.

@@ -27,8 +27,11 @@ __all__ = [
     "gang_figure",
     "gang_table",
     "job_figure",
+    "kueue_table",
     "kubernetes_version",
     "pod_table",
+    "rdma_figure",
+    "rdma_table",
     "reference_gpus",
     "reference_nodes",
     "refused_message",
@@ -84,6 +87,164 @@ def pod_table() -> Table:
         ["the pod asks for", "value"],
         rows,
         note="From the pod template that aiinfra k8s render writes for every kind.",
+    )
+
+
+def rdma_table() -> Table:
+    """What ``--rdma`` adds to the reference job's pod, read from the rendered pod."""
+    job = TrainingJob(
+        REFERENCE_NAME, REFERENCE_IMAGE, REFERENCE_COMMAND, 2, 8, rdma=True
+    )
+    template = k8s.pod_template(job, "jobset", "Never")
+    (container,) = template["spec"]["containers"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    network = template["metadata"]["annotations"][k8s.MULTUS_NETWORKS]
+    nics = container["resources"]["limits"][job.rdma_resource]
+    rows = [
+        [
+            "metadata.annotations",
+            f"{k8s.MULTUS_NETWORKS}: {network}",
+            "Multus adds the secondary interface (net1) on the RDMA NIC",
+        ],
+        [
+            "resources.limits",
+            f"{job.rdma_resource}: {nics}",
+            "the RDMA device plugin mounts the verbs devices (/dev/infiniband)",
+        ],
+        [
+            "securityContext.capabilities.add",
+            ", ".join(container["securityContext"]["capabilities"]["add"]),
+            "lets NCCL pin the memory it registers with the NIC",
+        ],
+    ]
+    meaning = {
+        "NCCL_NET": "verbs or an error, never a silent fallback to sockets",
+        "NCCL_IB_HCA": "the HCAs NCCL uses (a prefix: every mlx5 device)",
+        "NCCL_SOCKET_IFNAME": "bootstrap on the pod network; data over verbs",
+    }
+    rows += [[name, env[name], meaning[name]] for name in k8s.RDMA_ENV]
+    return Table(
+        ["field", "value", "what it does"],
+        rows,
+        note="The pod of aiinfra k8s render --rdma (deploy/k8s/jobset-rdma.yaml).",
+        words=(2,),
+    )
+
+
+def rdma_figure() -> Figure:
+    """The RDMA pod's two networks: eth0 for names and bootstrap, net1 for NCCL."""
+    job = TrainingJob(
+        REFERENCE_NAME, REFERENCE_IMAGE, REFERENCE_COMMAND, 2, 8, rdma=True
+    )
+    template = k8s.pod_template(job, "jobset", "Never")
+    (container,) = template["spec"]["containers"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    network = template["metadata"]["annotations"][k8s.MULTUS_NETWORKS]
+    fig = Figure(figsize=(9, 4.2), layout="constrained")
+    ax = fig.add_subplot()
+    ax.add_patch(
+        FancyBboxPatch(
+            (0.04, 0.08),
+            0.46,
+            0.8,
+            boxstyle="round,pad=0.01",
+            fc="#f0f0f0",
+            ec="#777777",
+        )
+    )
+    ax.text(0.27, 0.82, "node", ha="center", fontsize=11)
+    ax.add_patch(
+        FancyBboxPatch(
+            (0.07, 0.14),
+            0.4,
+            0.62,
+            boxstyle="round,pad=0.01",
+            fc="#c6dbef",
+            ec="#3182bd",
+        )
+    )
+    ax.text(0.27, 0.7, "pod: torchrun, one worker per GPU", ha="center", fontsize=9)
+    ax.text(
+        0.27,
+        0.62,
+        f"{', '.join(container['securityContext']['capabilities']['add'])}: "
+        "pinned memory",
+        ha="center",
+        fontsize=9,
+    )
+    links = [
+        (
+            0.48,
+            f"{env['NCCL_SOCKET_IFNAME']} (pod network)",
+            "pod network: DNS, rendezvous, NCCL bootstrap",
+            "#777777",
+        ),
+        (
+            0.26,
+            f"net1 ({network}), /dev/infiniband",
+            f"RDMA NIC ({env['NCCL_IB_HCA']}): NCCL's data over verbs",
+            "#d62728",
+        ),
+    ]
+    for y, inside, outside, color in links:
+        ax.text(0.27, y, inside, ha="center", fontsize=9, color=color)
+        ax.annotate(
+            "",
+            xy=(0.62, y + 0.01),
+            xytext=(0.45, y + 0.01),
+            arrowprops={"arrowstyle": "<->", "color": color, "lw": 1.5},
+        )
+        ax.text(0.63, y, outside, ha="left", fontsize=9, color=color)
+    ax.text(
+        0.27,
+        0.18,
+        f"limits: {job.rdma_resource}: "
+        f"{container['resources']['limits'][job.rdma_resource]}",
+        ha="center",
+        fontsize=9,
+    )
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.axis("off")
+    return fig
+
+
+def kueue_table() -> Table:
+    """The waitForPodsReady block of Kueue's Configuration that the book renders."""
+    ready = k8s.kueue_configuration()["waitForPodsReady"]
+    strategy = ready["requeuingStrategy"]
+    rows = [
+        [
+            "waitForPodsReady.enable",
+            str(ready["enable"]).lower(),
+            "admission waits for ready pods",
+        ],
+        [
+            "waitForPodsReady.timeout",
+            ready["timeout"],
+            "pods not all ready by then: evict, release quota, requeue",
+        ],
+        [
+            "waitForPodsReady.blockAdmission",
+            str(ready["blockAdmission"]).lower(),
+            "admit nothing else until the admitted job's pods are ready",
+        ],
+        [
+            "waitForPodsReady.requeuingStrategy.timestamp",
+            strategy["timestamp"],
+            "a requeued job queues by its eviction time",
+        ],
+        [
+            "waitForPodsReady.requeuingStrategy.backoffLimitCount",
+            strategy["backoffLimitCount"],
+            "requeues before the job is deactivated",
+        ],
+    ]
+    return Table(
+        ["field", "value", "what it does"],
+        rows,
+        note="From aiinfra k8s kueue (deploy/kueue/config.yaml).",
+        words=(2,),
     )
 
 
