@@ -33,13 +33,17 @@ from .test_glossary import GLOSSARY, read_glossary
 # What the Chinese edition writes as it is, beyond the glossary and identifiers.
 NAMES = frozenset(
     # products, companies and hardware
-    "NVIDIA Google Microsoft Meta Instinct Infinity Fabric NVSwitch torus"
+    "NVIDIA Google Microsoft Meta Instinct Infinity Fabric NVSwitch torus Ascend"
     " scale-up scale-out socket"
     # libraries, tools and the packages a figure lists
     " Kubernetes PCIe"
     " PyTorch torch torchrun agent Megatron DeepSpeed Triton vLLM SGLang TensorRT"
     " transformers nanoGPT SciPy NumPy numpy matplotlib mpmath setuptools pip"
-    " networkx sympy aiinfra gloo"
+    " networkx sympy aiinfra gloo cuda rocm-smi"
+    # HCCL's algorithms as its documentation names them
+    " Mesh"
+    # the book's three hangs, as aiinfra bench hangs names them
+    " mismatch stall die"
     # commands named as typed: aiinfra serve, transformers serve
     " serve"
     # models, methods and schedules named by their papers
@@ -67,6 +71,7 @@ NAMES = frozenset(
 )
 # Columns that print a log or an exception verbatim (their English headers).
 LOG_COLUMNS = (
+    "HCCL reports",
     "torchrun's agent",
     "what torch raised",
     "log line (prefix host:pid:tid [GPU] removed)",

@@ -28,6 +28,7 @@ import html
 import json
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import zipfile
@@ -86,13 +87,22 @@ UI = {
 }
 
 
-def _labels() -> dict[str, tuple[str, str]]:
-    from aiinfra.calculator import forms
+#: A result's word with no run of three lowercase letters is a unit, an
+#: abbreviation or a symbol (GiB, tp, TFLOP/s, MFU (%)): the page shows it as it is.
+_AS_IS = re.compile(r"^(?!.*[a-z]{3}).*$")
 
+
+def _labels() -> dict[str, tuple[str, str]]:
     found = dict(UI)
+    try:
+        from aiinfra.calculator import forms
+    except ImportError:  # a package without calculators (the extension on its own)
+        return found
     for flag, text in forms.FIELD_NAMES.items():
         found[f"calc_field:{flag}"] = (text, f"A calculator's field, flag {flag}.")
     for word in forms.WORDS:
+        if _AS_IS.match(word):
+            continue
         found[f"calc_word:{word}"] = (
             word,
             "A word in a calculator's result (a column, a row, a note), as the "

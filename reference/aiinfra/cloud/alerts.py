@@ -246,8 +246,9 @@ def alert_rules(
             "warning",
             f"{gpu} is half as busy as the job's median GPU",
             "Its input pipeline or its host falls behind; the others wait for it. "
-            "Reads DCGM_FI_PROF_SM_ACTIVE, commented out in both of dcgm-exporter's "
-            "default counters files: enable it, or this rule never fires.",
+            "It reads SM activity, a profiling field that both of dcgm-exporter's "
+            "default counters files leave commented out: enable it (the counters "
+            "file written here does), or this rule never fires.",
         ),
     ]
     return {

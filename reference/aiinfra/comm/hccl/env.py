@@ -125,5 +125,5 @@ STACKS = {
     "collective library": ("NCCL", "HCCL", "RCCL (NCCL's API)"),
     "link inside a server": ("NVLink", "HCCS", "Infinity Fabric (xGMI)"),
     "device tool": ("nvidia-smi", "npu-smi", "rocm-smi"),
-    "PyTorch package": ("torch", "torch + torch_npu", "torch (ROCm build)"),
+    "PyTorch package": ("torch", "torch + torch_npu", "torch (ROCm)"),
 }
