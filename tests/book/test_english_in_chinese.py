@@ -39,7 +39,7 @@ NAMES = frozenset(
     " Kubernetes PCIe"
     " PyTorch torch torchrun agent Megatron DeepSpeed Triton vLLM SGLang TensorRT"
     " transformers nanoGPT SciPy NumPy numpy matplotlib mpmath setuptools pip"
-    " networkx sympy aiinfra gloo cuda rocm-smi"
+    " networkx sympy aiinfra gloo cuda rocm-smi ROCm"
     # HCCL's algorithms as its documentation names them
     " Mesh"
     # the book's three hangs, as aiinfra bench hangs names them
