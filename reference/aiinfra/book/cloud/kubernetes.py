@@ -90,14 +90,20 @@ def pod_table() -> Table:
     )
 
 
-def rdma_table() -> Table:
-    """What ``--rdma`` adds to the reference job's pod, read from the rendered pod."""
+def _rdma_pod() -> tuple[TrainingJob, dict, dict, dict[str, str]]:
+    """The reference job with ``--rdma`` and its pod: template, container, env."""
     job = TrainingJob(
         REFERENCE_NAME, REFERENCE_IMAGE, REFERENCE_COMMAND, 2, 8, rdma=True
     )
     template = k8s.pod_template(job, "jobset", "Never")
     (container,) = template["spec"]["containers"]
     env = {e["name"]: e["value"] for e in container["env"]}
+    return job, template, container, env
+
+
+def rdma_table() -> Table:
+    """What ``--rdma`` adds to the reference job's pod, read from the rendered pod."""
+    job, template, container, env = _rdma_pod()
     network = template["metadata"]["annotations"][k8s.MULTUS_NETWORKS]
     nics = container["resources"]["limits"][job.rdma_resource]
     rows = [
@@ -133,12 +139,7 @@ def rdma_table() -> Table:
 
 def rdma_figure() -> Figure:
     """The RDMA pod's two networks: eth0 for names and bootstrap, net1 for NCCL."""
-    job = TrainingJob(
-        REFERENCE_NAME, REFERENCE_IMAGE, REFERENCE_COMMAND, 2, 8, rdma=True
-    )
-    template = k8s.pod_template(job, "jobset", "Never")
-    (container,) = template["spec"]["containers"]
-    env = {e["name"]: e["value"] for e in container["env"]}
+    job, template, container, env = _rdma_pod()
     network = template["metadata"]["annotations"][k8s.MULTUS_NETWORKS]
     fig = Figure(figsize=(9, 4.2), layout="constrained")
     ax = fig.add_subplot()
