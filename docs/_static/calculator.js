@@ -39,11 +39,7 @@ function fill(template, values) {
 
 function figure(spec, result, words) {
   const [labelColumn, valueColumn] = spec.figure;
-  const li = result.columns.indexOf(labelColumn);
-  const vi = result.columns.indexOf(valueColumn);
-  const bars = result.rows
-    .filter((row) => !spec.skip.includes(String(row[li])))
-    .map((row) => [String(row[li]), Number(String(row[vi]).replace(/,/g, ""))]);
+  const bars = result.bars; // aiinfra.calculator.forms.figure: (label, value) pairs
   const word = (w) => words[`calc_word:${w}`] ?? w;
   const rowH = 26;
   const left = 270;

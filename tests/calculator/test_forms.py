@@ -97,6 +97,14 @@ def test_a_form_answers_what_the_command_prints(kind, values):
     assert answer["columns"] == table["columns"]
     assert answer["rows"] == table["rows"]
     assert answer["note"] == table["note"]
+    # The figure's bars: one per row of the printed table (a total left out), the
+    # value of the form's figure column.
+    label, value = (table["columns"].index(c) for c in forms.FORMS[kind].figure)
+    kept = [r for r in table["rows"] if r[label] != "total"]
+    assert [b[0] for b in answer["bars"]] == [str(r[label]) for r in kept]
+    assert [b[1] for b in answer["bars"]] == [
+        float(str(r[value]).replace(",", "")) for r in kept
+    ]
 
 
 def test_a_pasted_config_is_read_as_the_file_would_be(tmp_path):

@@ -296,7 +296,8 @@ def run(kind: str, values: Mapping[str, Any], config: str = "") -> dict[str, Any
     Returns:
         On success ``ok`` is true and the result holds ``argv`` (the command line),
         ``columns``, ``rows`` (the JSON's values), ``cells`` (the rows as the page
-        writes them, :func:`cell`) and ``note``. On failure ``ok`` is false and it
+        writes them, :func:`cell`), ``note`` and ``bars`` (the figure's,
+        :func:`figure`). On failure ``ok`` is false and it
         holds ``argv``, ``message`` (the command's own words, such as
         ``argument --seq: must be an int >= 1, got '-3'``) and ``flag``, the first
         of the form's flags the message names, or None.
@@ -333,7 +334,7 @@ def run(kind: str, values: Mapping[str, Any], config: str = "") -> dict[str, Any
             "message": message.replace(path, PASTED),
         }
     table = next(iter(json.loads(out.getvalue())["tables"].values()))
-    return {
+    answer = {
         "ok": True,
         "argv": shown,
         "columns": table["columns"],
@@ -341,6 +342,8 @@ def run(kind: str, values: Mapping[str, Any], config: str = "") -> dict[str, Any
         "cells": [[cell(v) for v in row] for row in table["rows"]],
         "note": table.get("note", ""),
     }
+    answer["bars"] = figure(kind, answer)
+    return answer
 
 
 def cell(value: Any) -> str:
@@ -364,7 +367,10 @@ def _message(stderr: str) -> str:
 
 
 def figure(kind: str, result: Mapping[str, Any]) -> list[tuple[str, float]]:
-    """The bars of a result's figure: (label, value) per row, a total left out."""
+    """The bars of a result's figure: (label, value) per row, a total left out.
+
+    The page draws them as they are (its script chooses no rows or columns).
+    """
     form = _form(kind)
     label, value = (result["columns"].index(c) for c in form.figure)
     return [
@@ -382,5 +388,4 @@ def page_spec(kind: str) -> dict[str, Any]:
         "command": " ".join(("aiinfra", *form.command)),
         "fields": fields(kind),
         "figure": list(form.figure),
-        "skip": list(form.skip_rows),
     }
