@@ -117,7 +117,8 @@ def tests(session: nox.Session) -> None:
     env = {"TORCH_EXTENSIONS_DIR": str(ROOT / ".torch_extensions")}
     # tests/book builds every edition with -W once (a session fixture), then checks
     # the catalogues and drives the built site in Chromium.
-    session.run("python", "-m", "pytest", *session.posargs, env=env)
+    # The slowest tests are listed at the end: the 12-minute budget is watched.
+    session.run("python", "-m", "pytest", "--durations=30", *session.posargs, env=env)
 
 
 @nox.session(python=PYTHON)
