@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from functools import cache
 
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 from matplotlib.ticker import NullFormatter
 
 from aiinfra.accelerators import GPUS
@@ -20,6 +23,9 @@ from aiinfra.infer.batching.disagg import (
     simulate_disaggregated,
 )
 from aiinfra.infer.batching.simulator import simulate_continuous, simulate_static
+from aiinfra.infer.engine.core import Engine, SamplingParams
+from aiinfra.infer.engine.steps import Iteration, trace_iterations
+from aiinfra.infer.serve_cli import tiny_model
 from aiinfra.infer.step_cost import RooflineStepCost
 from aiinfra.infer.trace import Record, Request, latency_summary, poisson_trace
 from aiinfra.models.kv_budget import kv_budget
@@ -300,3 +306,165 @@ def disagg_figure() -> Figure:
     ax.set_ylabel("p99 TPOT (ms)")
     ax.grid(True, which="both", alpha=0.3)
     return fig
+
+
+# One iteration at a time: the engine's scheduler, run on the tiny model
+
+ITER_BLOCKS, ITER_BLOCK_SIZE = 7, 2  # the KV pool of the step-by-step example
+ITER_BUDGET, ITER_SEQS = 6, 3  # tokens and sequences per iteration
+_ITER_ARRIVALS = {  # step -> (prompt length, max_tokens) of the requests arriving
+    0: ((3, 4), (2, 4)),
+    1: ((2, 3),),
+    2: ((7, 2),),
+}
+_KIND_COLOURS = {"prefill": "C1", "decode": "C0", "recompute": "C3"}
+_CELL_STYLES = {
+    "waiting": {"color": "0.88"},
+    "preempted": {"facecolor": "white", "edgecolor": "C3", "hatch": "xx"},
+}
+_KIND_LABELS = {
+    "prefill": "prompt chunk",
+    "decode": "decode",
+    "recompute": "recomputation",
+}
+
+
+@cache
+def _iterations() -> tuple[Iteration, ...]:
+    """The engine's scheduler run step by step on the example (tiny random model)."""
+    engine = Engine(
+        tiny_model(0),
+        num_blocks=ITER_BLOCKS,
+        block_size=ITER_BLOCK_SIZE,
+        max_num_seqs=ITER_SEQS,
+        max_num_batched_tokens=ITER_BUDGET,
+        enable_prefix_caching=False,
+    )
+    start, arrivals = 1, {}
+    for step, requests in _ITER_ARRIVALS.items():
+        arrivals[step] = []
+        for prompt, out in requests:
+            tokens = list(range(start, start + prompt))
+            arrivals[step].append((tokens, SamplingParams(max_tokens=out)))
+            start += prompt
+    return tuple(trace_iterations(engine, arrivals))
+
+
+def _draw_iterations(ax: Axes, shown: int, fontsize: float) -> None:
+    """The first ``shown`` iterations: what each request did, and the free blocks."""
+    trace = _iterations()
+    ids = sorted({r for it in trace for r in it.arrived}, key=int)
+    arrived: set[str] = set()
+    done: set[str] = set()
+    for it in trace[:shown]:
+        x = it.step
+        arrived |= set(it.arrived)
+        ran = {r: (kind, n) for r, kind, n in it.ran}
+        for row, r in enumerate(ids):
+            if r not in arrived or r in done:
+                continue
+            state = ran[r][0] if r in ran else "waiting"
+            state = "preempted" if r in it.preempted else state
+            ax.bar(
+                x,
+                0.8,
+                bottom=row - 0.4,
+                width=0.9,
+                gid=f"{state}:{r}:{x}",
+                **_CELL_STYLES.get(state, {"color": _KIND_COLOURS.get(state)}),
+            )
+            if r in ran:  # the tokens it ran
+                ax.text(
+                    x,
+                    row,
+                    str(ran[r][1]),
+                    ha="center",
+                    va="center",
+                    color="white",
+                    fontsize=fontsize,
+                )
+            if r in it.first_token:
+                ax.plot(
+                    x + 0.32,
+                    row - 0.28,
+                    "*",
+                    color="gold",
+                    markersize=fontsize,
+                    markeredgecolor="0.2",
+                )
+            if r in it.finished:
+                ax.plot([x + 0.47] * 2, [row - 0.45, row + 0.45], color="0.1", lw=3)
+        done |= set(it.finished)
+        ax.text(
+            x,
+            len(ids) - 0.1,
+            str(it.free_blocks),
+            ha="center",
+            va="center",
+            fontsize=fontsize,
+        )
+    handles = [
+        Patch(color=_KIND_COLOURS[k], label=_KIND_LABELS[k]) for k in _KIND_COLOURS
+    ]
+    handles += [
+        Patch(**_CELL_STYLES["waiting"], label="waiting"),
+        Patch(**_CELL_STYLES["preempted"], label="preempted"),
+        Line2D(
+            [],
+            [],
+            marker="*",
+            ls="",
+            color="gold",
+            markeredgecolor="0.2",
+            label="first token",
+        ),
+        Line2D([], [], color="0.1", lw=3, label="finished"),
+    ]
+    ax.set_xlim(-0.55, len(trace) - 0.45)
+    ax.set_ylim(len(ids) + 0.3, -0.6)
+    ax.set_xticks(range(len(trace)))
+    ax.set_yticks(range(len(ids) + 1), ids + ["free blocks"])
+    ax.set_xlabel("iteration", fontsize=fontsize)
+    ax.set_ylabel("request", fontsize=fontsize)
+    ax.tick_params(labelsize=fontsize, length=0)
+    for side in ("top", "right", "left"):
+        ax.spines[side].set_visible(False)
+    ax.legend(
+        handles=handles,
+        loc="center left",
+        bbox_to_anchor=(1.01, 0.5),
+        fontsize=fontsize,
+        frameon=False,
+    )
+
+
+def iteration_figure() -> Figure:
+    """Every iteration of the engine's scheduler on the four-request example."""
+    fig = Figure(figsize=(7.5, 3.0), layout="constrained")
+    _draw_iterations(fig.subplots(), len(_iterations()), 9)
+    return fig
+
+
+def iteration_frames() -> list[Figure]:
+    """The same picture one iteration at a time, at slide size."""
+    frames = []
+    for shown in range(1, len(_iterations()) + 1):
+        fig = Figure(figsize=(10, 5), layout="constrained")
+        _draw_iterations(fig.subplots(), shown, 15)
+        frames.append(fig)
+    return frames
+
+
+def iteration_count() -> int:
+    """Iterations the engine runs to serve the four requests of the example."""
+    return len(_iterations())
+
+
+def preempted_request() -> int:
+    """The request the example preempts (the latest admitted when blocks ran out)."""
+    return int(next(r for it in _iterations() for r in it.preempted))
+
+
+def preempted_at() -> int:
+    """The iteration at which the example's request is preempted."""
+    return next(it.step for it in _iterations() if it.preempted)

@@ -8,11 +8,16 @@ The speed values use Llama 3 8B's attention shape and the H100's datasheet.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch, Rectangle
 
 from aiinfra.accelerators import GPUS
 from aiinfra.infer.paged import figures as paged_figures
+from aiinfra.infer.paged.block_allocator import BlockAllocator
 from aiinfra.infer.paged.waste import (
     VLLM_ORCA_MAX,
     VLLM_ORCA_ORACLE,
@@ -183,3 +188,160 @@ def sharing_figure() -> Figure:
     return paged_figures.sharing_figure(
         COUNTS, SYSTEM_LEN, MAX_USER_LEN, SAMPLE_PROMPT, SAMPLE_OUTPUT, BLOCK, SEED
     )
+
+
+# Sharing, one allocator call at a time
+
+SHARE_BLOCK, SHARE_POOL = 4, 8  # tokens per block and blocks in the drawn pool
+_SYSTEM = [11, 12, 13, 14]  # one full block of a shared beginning
+_SHARE_STEPS = (  # (title, allocator call) of the drawn run
+    ("allocate", ("allocate", "A", _SYSTEM + [21, 22])),
+    ("fork", ("fork", "A", "B")),
+    ("copy-on-write", ("append", "A", 23)),
+    ("write in place", ("append", "B", 31)),
+    ("prefix hit", ("allocate", "C", _SYSTEM + [41, 42, 43])),
+    ("free", ("free", "A", None)),
+)
+
+
+@dataclass(frozen=True)
+class PoolState:
+    """The allocator after one call: tables, lengths, counts, hashes, what changed."""
+
+    title: str
+    tables: dict[str, tuple[int, ...]]
+    lengths: dict[str, int]
+    ref_counts: tuple[int, ...]
+    hashed: frozenset[int]  # physical blocks named by a prefix hash
+    copied: tuple[int, int] | None  # (src, dst) of a copy-on-write
+    hit: tuple[int, ...]  # cached blocks a new table reused
+
+
+def _sharing_states() -> list[PoolState]:
+    """Run the drawn sequence of calls on a :class:`BlockAllocator`, state by state."""
+    alloc = BlockAllocator(SHARE_POOL, SHARE_BLOCK)
+    seq = {"A": 0, "B": 1, "C": 2}  # the allocator's ids of the drawn sequences
+    states = []
+    for title, (call, name, arg) in _SHARE_STEPS:
+        copied, hit = None, ()
+        if call == "allocate":
+            hit = tuple(alloc.cached_prefix(arg))
+            alloc.allocate(seq[name], arg)
+        elif call == "fork":
+            alloc.fork(seq[name], seq[arg])
+        elif call == "append":
+            copied = alloc.append(seq[name], arg)
+        else:
+            alloc.free(seq[name])
+        names = {v: k for k, v in seq.items()}
+        states.append(
+            PoolState(
+                title,
+                {names[s]: tuple(t) for s, t in sorted(alloc.block_tables.items())},
+                {names[s]: len(t) for s, t in sorted(alloc.token_ids.items())},
+                tuple(alloc.ref_counts),
+                alloc.hashed_blocks,
+                copied,
+                hit,
+            )
+        )
+    return states
+
+
+_POOL_COLOURS = ("white", "#9ecae1", "#3182bd")  # reference count 0, 1, 2 or more
+
+
+def _draw_pool(ax: Axes, state: PoolState, fontsize: float) -> None:
+    """One state: each table's logical blocks above, the physical pool below."""
+    rows = ["A", "B", "C"]
+    for row, name in enumerate(rows):
+        if name not in state.tables:
+            continue
+        ax.text(-0.3, row + 0.4, name, ha="right", va="center", fontsize=fontsize)
+        n = state.lengths[name]
+        for j, blk in enumerate(state.tables[name]):
+            fill = min(SHARE_BLOCK, n - j * SHARE_BLOCK) / SHARE_BLOCK
+            ax.add_patch(Rectangle((j, row), 0.9, 0.8, fill=False, edgecolor="0.3"))
+            ax.add_patch(
+                Rectangle(
+                    (j, row),
+                    0.9 * fill,
+                    0.8,
+                    color=_POOL_COLOURS[min(state.ref_counts[blk], 2)],
+                    gid=f"table:{name}:{j}:{blk}",
+                )
+            )
+            ax.text(
+                j + 0.45,
+                row + 0.4,
+                f"#{blk}",
+                ha="center",
+                va="center",
+                fontsize=fontsize,
+            )
+    y = len(rows) + 0.6
+    for blk, count in enumerate(state.ref_counts):
+        edge = "0.3"
+        if state.copied is not None and blk == state.copied[1]:
+            edge = "C3"
+        elif blk in state.hit:
+            edge = "C2"
+        ax.add_patch(
+            Rectangle(
+                (blk, y),
+                0.9,
+                0.8,
+                facecolor=_POOL_COLOURS[min(count, 2)],
+                edgecolor=edge,
+                linewidth=3 if edge != "0.3" else 1,
+                hatch="//" if blk in state.hashed else None,
+                gid=f"pool:{blk}:{count}",
+            )
+        )
+        ax.text(
+            blk + 0.45, y + 0.4, f"#{blk}", ha="center", va="center", fontsize=fontsize
+        )
+    ax.set_xlim(-0.9, SHARE_POOL)
+    ax.set_ylim(y + 1, -0.2)
+    ax.set_axis_off()
+    ax.set_title(state.title, fontsize=fontsize)
+
+
+def _pool_legend(fig: Figure, fontsize: float) -> None:
+    handles = [
+        Patch(facecolor=_POOL_COLOURS[1], edgecolor="0.3", label="one table"),
+        Patch(facecolor=_POOL_COLOURS[2], edgecolor="0.3", label="shared"),
+        Patch(
+            facecolor="white", edgecolor="0.3", hatch="//", label="hashed full block"
+        ),
+        Patch(facecolor="white", edgecolor="C3", lw=3, label="copy"),
+        Patch(facecolor="white", edgecolor="C2", lw=3, label="prefix hit"),
+    ]
+    fig.legend(
+        handles=handles,
+        loc="outside lower center",
+        ncols=5,
+        fontsize=fontsize,
+        frameon=False,
+    )
+
+
+def sharing_steps_figure() -> Figure:
+    """The drawn run's six states: fork, copy-on-write, a prefix hit, a free."""
+    states = _sharing_states()
+    fig = Figure(figsize=(7.5, 4.2), layout="constrained")
+    for ax, state in zip(fig.subplots(2, 3).flat, states, strict=True):
+        _draw_pool(ax, state, 8)
+    _pool_legend(fig, 8)
+    return fig
+
+
+def sharing_steps_frames() -> list[Figure]:
+    """The same states one per slide."""
+    frames = []
+    for state in _sharing_states():
+        fig = Figure(figsize=(10, 5), layout="constrained")
+        _draw_pool(fig.subplots(), state, 16)
+        _pool_legend(fig, 14)
+        frames.append(fig)
+    return frames

@@ -10,8 +10,10 @@ Leviathan et al.'s formula; the GPU figure is a roofline model from the datashee
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
 import torch
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from aiinfra import results
@@ -360,3 +362,142 @@ def spec_verify_figure() -> Figure:
     ax.set_ylabel("verify time / decode time")
     ax.legend(title="cached tokens", fontsize=7, title_fontsize=7)
     return fig
+
+
+# One round, position by position
+
+SPEC_ROUND_SEED = 10  # a seed whose round accepts two drafts and rejects the third
+
+
+@dataclass(frozen=True)
+class SpecRound:
+    """One round of ``verify`` on the toy laws, with the coins it drew."""
+
+    drafts: tuple[int, ...]  # x_1 .. x_k, drawn from q
+    coins: tuple[float, ...]  # u_1 .. u_k, verify's first draw from the generator
+    tokens: tuple[int, ...]  # what verify emitted
+    accepted: int  # drafts kept
+
+
+@functools.cache
+def _spec_round() -> SpecRound:
+    """The drawn round: ``SPEC_K`` drafts from ``q`` and ``verify``'s answer."""
+    p, q = _laws()
+    g = torch.Generator().manual_seed(SPEC_ROUND_SEED)
+    qs = q[None, None].expand(1, SPEC_K, len(SPEC_Q))  # (1, k, V)
+    drafts = torch.multinomial(qs[0], 1, generator=g).reshape(1, SPEC_K)  # (1, k)
+    before = torch.Generator()
+    before.set_state(g.get_state())  # verify's coins are its first draw from g
+    coins = torch.rand(1, SPEC_K, generator=before, dtype=p.dtype)  # (1, k)
+    ps = p[None, None].expand(1, SPEC_K + 1, len(SPEC_P))  # (1, k+1, V)
+    tokens, n = verify(ps, qs, drafts, g)
+    return SpecRound(
+        tuple(drafts[0].tolist()),
+        tuple(coins[0].tolist()),
+        tuple(tokens[0, : int(n)].tolist()),
+        int(n) - 1,
+    )
+
+
+def _draw_position(ax: Axes, i: int, fontsize: float) -> None:
+    """Position ``i`` of the round: the laws, the draft, the coin, the verdict."""
+    p, q = SPEC_P, SPEC_Q
+    r = _spec_round()
+    x, u = r.drafts[i], r.coins[i]
+    idx = list(range(len(SPEC_P)))
+    ax.bar([j - 0.2 for j in idx], p, 0.4, color="C0", label="target p")
+    ax.bar([j + 0.2 for j in idx], q, 0.4, color="C1", label="draft q")
+    ax.bar(x + 0.2, q[x], 0.4, fill=False, edgecolor="k", lw=2.5, label="drafted token")
+    ax.plot(
+        [x - 0.45, x + 0.45],
+        [u * q[x]] * 2,
+        color="k",
+        ls="--",
+        lw=2,
+        label="coin u q(x)",
+        gid=f"coin:{i}:{u * q[x]:.6f}",
+    )
+    accepted = i < r.accepted
+    if not accepted:  # the replacement, from the residual
+        res = residual_distribution(*_laws()).tolist()
+        ax.plot(
+            idx,
+            res,
+            "D",
+            color="C3",
+            mfc="none",
+            markersize=fontsize * 0.7,
+            label="residual, normalised",
+        )
+        y = r.tokens[i]
+        ax.plot(
+            y,
+            res[y] + 0.06,
+            "*",
+            color="C3",
+            markersize=fontsize * 1.2,
+            label="replacement",
+            gid=f"replacement:{i}:{y}",
+        )
+    ax.set_title(
+        "accepted" if accepted else "rejected",
+        fontsize=fontsize,
+        color="C2" if accepted else "C3",
+        gid=f"verdict:{i}:{int(accepted)}",
+    )
+    ax.set_xticks(idx)
+    ax.set_ylim(0, 0.9)
+    ax.set_xlabel("token", fontsize=fontsize)
+    ax.tick_params(labelsize=fontsize)
+
+
+def _round_axes(fig: Figure) -> list[Axes]:
+    return list(fig.subplots(1, SPEC_K, sharey=True))
+
+
+def _round_legend(fig: Figure, axes: list[Axes], fontsize: float) -> None:
+    handles, labels = [], []
+    for ax in axes:
+        for h, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            if label not in labels:
+                handles, labels = handles + [h], labels + [label]
+    fig.legend(
+        handles,
+        labels,
+        loc="outside lower center",
+        ncols=3,
+        fontsize=fontsize,
+        frameon=False,
+    )
+    axes[0].set_ylabel("probability", fontsize=fontsize)
+
+
+def spec_round_figure() -> Figure:
+    """The drawn round's three positions: two drafts accepted, the third replaced."""
+    fig = Figure(figsize=(7.5, 3.2), layout="constrained")
+    axes = _round_axes(fig)
+    for i, ax in enumerate(axes):
+        _draw_position(ax, i, 9)
+    _round_legend(fig, axes, 8)
+    return fig
+
+
+def spec_round_frames() -> list[Figure]:
+    """The same round checked one position at a time, at slide size."""
+    frames = []
+    for shown in range(1, SPEC_K + 1):
+        fig = Figure(figsize=(10, 5), layout="constrained")
+        axes = _round_axes(fig)
+        for i, ax in enumerate(axes):
+            if i < shown:
+                _draw_position(ax, i, 14)
+            else:
+                ax.set_axis_off()
+        _round_legend(fig, axes[:shown], 14)
+        frames.append(fig)
+    return frames
+
+
+def spec_round_kept() -> int:
+    """Drafts the drawn round keeps."""
+    return _spec_round().accepted

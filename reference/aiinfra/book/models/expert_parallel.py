@@ -161,3 +161,14 @@ def v3_node_limit() -> int:
 def mesh_figure() -> Figure:
     """Expert and data parallelism on a 2 x 2 mesh."""
     return figures.mesh_figure()
+
+
+def dispatch_frames() -> list[Figure]:
+    """The dispatch figure's three steps one at a time, at slide size."""
+    routings = figures.dispatch_routings()
+    frames = []
+    for steps in range(1, len(figures.DISPATCH_STEPS) + 1):
+        fig = Figure(figsize=(10, 5), layout="constrained")
+        figures.draw_dispatch(fig.add_subplot(), routings, steps, 14)
+        frames.append(fig)
+    return frames

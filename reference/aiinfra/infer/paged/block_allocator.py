@@ -68,6 +68,11 @@ class BlockAllocator:
         """Blocks with reference count 0 (cached or not)."""
         return len(self._free)
 
+    @property
+    def hashed_blocks(self) -> frozenset[int]:
+        """Physical blocks named by a prefix hash: full blocks, in use or cached."""
+        return frozenset(self._hash_of)
+
     def _check_new(self, seq_id: int) -> None:
         if seq_id in self.block_tables:
             raise ValueError(f"seq_id {seq_id} already has a block table")

@@ -16,6 +16,7 @@ import torch
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
+from torch import Tensor
 
 from aiinfra.models.expert_parallel.comm import dispatch_plan, expert_owner
 from aiinfra.models.expert_parallel.cost import (
@@ -104,52 +105,109 @@ def bytes_table(
 
 
 def _box(
-    ax: Axes, x: float, y: float, text: str, color: str, width: float = 0.9
+    ax: Axes,
+    x: float,
+    y: float,
+    text: str,
+    color: str,
+    width: float = 0.9,
+    fontsize: float = 7,
+    gid: str | None = None,
 ) -> None:
     ax.add_patch(
-        Rectangle((x, y), width, 0.8, facecolor=color, alpha=0.3, edgecolor=color)
+        Rectangle(
+            (x, y), width, 0.8, facecolor=color, alpha=0.3, edgecolor=color, gid=gid
+        )
     )
-    ax.text(x + width / 2, y + 0.4, text, ha="center", va="center", fontsize=7)
+    ax.text(x + width / 2, y + 0.4, text, ha="center", va="center", fontsize=fontsize)
+
+
+DISPATCH_STEPS = ("1. permute by expert", "2. dispatch: all-to-all", "3. combine")
+
+
+def dispatch_routings(tokens: int = 4, seed: int = 3) -> list[tuple[Tensor, Tensor]]:
+    """The routing the dispatch figure draws: E = 4, K = 2, 2 ranks, h = 8."""
+    return routed_ranks(MoESpec(n_experts=4, top_k=2, d_expert=1), 8, tokens, 2, seed)
+
+
+def draw_dispatch(
+    ax: Axes,
+    routings: list[tuple[Tensor, Tensor]],
+    steps: int = len(DISPATCH_STEPS),
+    fontsize: float = 7,
+) -> None:
+    """The first ``steps`` steps of dispatch and combine for a routing on 2 ranks.
+
+    ``E = 4`` experts (2 per rank), ``K = 2``: each rank's assignments sorted by
+    expert (coloured by the rank that holds it), the rows each rank holds after the
+    dispatch, grouped by expert (coloured by the rank they came from), and the
+    experts each token's output sums after the combine. Each box's ``gid`` names
+    what it holds (``permute:rank:token:expert``, ``received:rank:token:expert``,
+    ``combine:rank:token``) for the tests.
+    """
+    p, tokens = len(routings), routings[0][0].shape[0]
+    ax.set_xlim(-0.6, 11.4)
+    ax.set_ylim(-0.5, 2 * tokens * 1.0 + 1.6)
+    ax.axis("off")
+    for c, title in enumerate(DISPATCH_STEPS[:steps]):
+        ax.text(c * 4 + 1.4, 2 * tokens + 1.2, title, ha="center", fontsize=fontsize)
+    received: dict[int, list[tuple[int, int, int]]] = {r: [] for r in range(p)}
+    for r, (experts, kept) in enumerate(routings):
+        plan = dispatch_plan(experts, kept, 4, p)
+        top = (1 - r) * (tokens + 0.3) + tokens - 1 + 0.3
+        ax.text(
+            -0.55, top - tokens / 2 + 1, f"rank {r}", rotation=90, fontsize=fontsize
+        )
+        for i, (t, slot) in enumerate(zip(plan.tokens, plan.order, strict=True)):
+            e, t = int(experts.flatten()[slot]), r * tokens + int(t)
+            received[e // 2].append((e, t, r))
+            if steps >= 1:
+                col, row = divmod(i, tokens)
+                _box(
+                    ax,
+                    col * 1.0,
+                    top - row,
+                    f"t{t}→E{e}",
+                    RANK_COLORS[e // 2],
+                    fontsize=fontsize,
+                    gid=f"permute:{r}:{t}:{e}",
+                )
+        if steps >= 1:
+            ax.text(2.7, top - tokens / 2 + 0.8, f"{plan.send}", fontsize=fontsize)
+        for t in range(tokens if steps >= 3 else 0):
+            chosen = ",".join(f"E{int(e)}" for e in experts[t].sort().values)
+            _box(
+                ax,
+                9.0,
+                top - t,
+                f"t{r * tokens + t}: {chosen}",
+                RANK_COLORS[r],
+                1.8,
+                fontsize,
+                gid=f"combine:{r}:{r * tokens + t}",
+            )
+    for r in range(p if steps >= 2 else 0):
+        top = (1 - r) * (tokens + 0.3) + tokens - 1 + 0.3
+        for i, (e, t, src) in enumerate(sorted(received[r])):
+            col, row = divmod(i, tokens)
+            _box(
+                ax,
+                4.0 + col * 1.0,
+                top - row,
+                f"t{t}→E{e}",
+                RANK_COLORS[src],
+                fontsize=fontsize,
+                gid=f"received:{r}:{t}:{e}",
+            )
 
 
 def dispatch_figure(tokens: int = 4, seed: int = 3) -> Figure:
     """Dispatch and combine, step by step, for a real routing on 2 ranks.
 
-    ``E = 4`` experts (2 per rank), ``K = 2``: each rank's assignments sorted by
-    expert (coloured by the rank that holds it), the rows each rank holds after the
-    dispatch, grouped by expert (coloured by the rank they came from), and the
-    experts each token's output sums after the combine.
+    The three steps of :func:`draw_dispatch` side by side.
     """
-    spec, p = MoESpec(n_experts=4, top_k=2, d_expert=1), 2
-    routings = routed_ranks(spec, 8, tokens, p, seed)
     fig = Figure(figsize=(7.2, 3.4), layout="constrained")
-    ax = fig.add_subplot()
-    ax.set_xlim(-0.6, 11.4)
-    ax.set_ylim(-0.5, 2 * tokens * 1.0 + 1.6)
-    ax.axis("off")
-    titles = ["1. permute by expert", "2. dispatch: all-to-all", "3. combine"]
-    for c, title in enumerate(titles):
-        ax.text(c * 4 + 1.4, 2 * tokens + 1.2, title, ha="center", fontsize=8)
-    received: dict[int, list[tuple[int, int, int]]] = {0: [], 1: []}
-    for r, (experts, kept) in enumerate(routings):
-        plan = dispatch_plan(experts, kept, 4, p)
-        top = (1 - r) * (tokens + 0.3) + tokens - 1 + 0.3
-        ax.text(-0.55, top - tokens / 2 + 1, f"rank {r}", rotation=90, fontsize=8)
-        for i, (t, slot) in enumerate(zip(plan.tokens, plan.order, strict=True)):
-            e = int(experts.flatten()[slot])
-            label = f"t{r * tokens + int(t)}→E{e}"
-            col, row = divmod(i, tokens)
-            _box(ax, col * 1.0, top - row, label, RANK_COLORS[e // 2])
-            received[e // 2].append((e, r * tokens + int(t), r))
-        ax.text(2.7, top - tokens / 2 + 0.8, f"{plan.send}", fontsize=7)
-        for t in range(tokens):
-            chosen = ",".join(f"E{int(e)}" for e in experts[t].sort().values)
-            _box(ax, 9.0, top - t, f"t{r * tokens + t}: {chosen}", RANK_COLORS[r], 1.8)
-    for r in range(p):
-        top = (1 - r) * (tokens + 0.3) + tokens - 1 + 0.3
-        for i, (e, t, src) in enumerate(sorted(received[r])):
-            col, row = divmod(i, tokens)
-            _box(ax, 4.0 + col * 1.0, top - row, f"t{t}→E{e}", RANK_COLORS[src])
+    draw_dispatch(fig.add_subplot(), dispatch_routings(tokens, seed))
     return fig
 
 
