@@ -53,11 +53,15 @@ Link = LinkModel | str  # a model, or the name of a preset in LINKS
 #: ``<gpu>-nvlink`` (``h100-nvlink``, ...): that GPU's own NVLink, half the
 #: both-directions bandwidth of its datasheet (:data:`aiinfra.accelerators.GPUS`:
 #: 450 GB/s each way for the H100's NVLink 4), with the same alpha and gamma; the
-#: training chapter prices every intra-node collective on these.
+#: training chapter prices every intra-node collective on these. ``pcie5-x16``: a
+#: GPU's host link, PCIe Gen5 x16, half the both-directions 128 GB/s of the H100
+#: SXM datasheet; it carries copies, not collectives, so its alpha and gamma are
+#: not modelled (0).
 LINKS: dict[str, LinkModel] = {
     "nvlink": LinkModel(alpha=1e-6, beta=1 / 200e9, gamma=1e-12, name="nvlink"),
     "ib400": LinkModel(alpha=5e-6, beta=1 / 50e9, gamma=1e-12, name="ib400"),
     "ib100": LinkModel(alpha=5e-6, beta=1 / 12.5e9, gamma=1e-12, name="ib100"),
+    "pcie5-x16": LinkModel(alpha=0.0, beta=2 / 128e9, name="pcie5-x16"),
 }
 for _gpu, _spec in GPUS.items():
     LINKS[f"{_gpu.lower()}-nvlink"] = LinkModel(

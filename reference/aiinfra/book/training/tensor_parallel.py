@@ -12,6 +12,7 @@ from aiinfra.models.config import TransformerConfig
 from aiinfra.models.layers import SwiGLU
 from aiinfra.models.presets import preset
 from aiinfra.models.transformer import Transformer
+from aiinfra.parallel.tensor import collective_matmul
 from aiinfra.parallel.tensor import cost as tp_cost
 from aiinfra.parallel.tensor import figures as tp_figures
 from aiinfra.parallel.tensor import steps as tp_steps
@@ -175,3 +176,48 @@ def tp_layer_ms(p: int, part: str, link: str = "h100-nvlink") -> float:
     c = preset(TP_MODEL)
     peak = GPUS["H100"].bf16_flops
     return 1e3 * getattr(tp_cost.layer_cost(c, p, TP_SEQ, TP_SEQ, peak, link), part)
+
+
+# Collective matmul: the SwiGLU's first matmuls (w1 and w3) of a Llama 3 70B layer
+# under SP at p = 8, fed by an all-gather of one 8192-token sequence in bf16.
+TP_OVERLAP_P = 8
+TP_OVERLAP_CHUNKS = tuple(2**k for k in range(9))  # 1 to 256 chunks
+
+
+def _fc1_gather_and_compute() -> tuple[float, float]:
+    """(bytes all-gathered, seconds of the matmul on one of p GPUs at peak)."""
+    c = preset(TP_MODEL)
+    n_bytes = TP_SEQ * c.d_model * 2  # b T h in bf16
+    flops = 2 * TP_SEQ * c.d_model * 2 * c.d_ff / TP_OVERLAP_P  # w1 and w3
+    return n_bytes, flops / GPUS["H100"].bf16_flops
+
+
+def tp_overlap_us(link: str, chunks: int) -> float:
+    """Exposed all-gather of the fc1 matmul, microseconds, at a chunk count."""
+    n_bytes, compute = _fc1_gather_and_compute()
+    return 1e6 * collective_matmul.chunked_all_gather_exposed(
+        n_bytes, TP_OVERLAP_P, compute, chunks, link
+    )
+
+
+def tp_overlap_best_chunks(link: str) -> int:
+    """The chunk count of :data:`TP_OVERLAP_CHUNKS` that exposes the least."""
+    return min(TP_OVERLAP_CHUNKS, key=lambda k: tp_overlap_us(link, k))
+
+
+def tp_overlap_best_us(link: str) -> float:
+    """Exposed microseconds at the best chunk count of :data:`TP_OVERLAP_CHUNKS`."""
+    return tp_overlap_us(link, tp_overlap_best_chunks(link))
+
+
+def tp_fc1_compute_us() -> float:
+    """The fc1 matmul's seconds on one GPU at the bf16 peak, microseconds."""
+    return 1e6 * _fc1_gather_and_compute()[1]
+
+
+def tp_overlap_figure() -> Figure:
+    """Exposed communication of the fc1 all-gather against chunks, two links."""
+    n_bytes, compute = _fc1_gather_and_compute()
+    return collective_matmul.exposed_figure(
+        n_bytes, TP_OVERLAP_P, compute, TP_LINKS, TP_OVERLAP_CHUNKS
+    )
