@@ -127,6 +127,10 @@ ALLOWED: tuple[Allowed, ...] = (
             ("hardware.po", "PCIe tree hangs on"),
         )
     ),
+    *(
+        Allowed("hardware.po", "Ascend", english, "Ascend C, a language's name")
+        for english in ("the Ascend C guide", "an Ascend C kernel", "An Ascend C")
+    ),
     Allowed(
         "training.po",
         "checkpoint",
