@@ -113,6 +113,7 @@ ALLOWED: tuple[Allowed, ...] = (
         "Kubernetes' Job resource (a Job, its JobSet, an Indexed Job), named as its "
         "API names it",
     ),
+    Allowed("cloud.po", "job", "Job", "Volcano's Job kind, a cell of the CRD table"),
     Allowed(
         "communication.po",
         "job",
