@@ -48,7 +48,7 @@ class Gpu:
             (NVLink), one link's share point to point (MI300X); ``None``: not
             a single figure (a torus routes through neighbours).
         tdp_watts: maximum board power, W; ``None``: not published.
-        vendor: ``"NVIDIA"``, ``"AMD"``, ``"Google"``.
+        vendor: ``"NVIDIA"``, ``"AMD"``, ``"Google"``, ``"Huawei"``.
         year: the year the vendor announced it.
         source: the datasheet's URL.
     """
@@ -273,6 +273,32 @@ ACCELERATORS = {
 
 #: The NVIDIA GPUs that the model and inference chapters compare, by key.
 GPUS = {key: ACCELERATORS[key] for key in ("A100", "H100", "H200")}
+
+# region npus
+#: Huawei's Ascend NPUs, by key, each field from the source in its record's comment.
+#: Kept apart from :data:`ACCELERATORS` (whose pages compare vendors' datasheets):
+#: Huawei publishes no per-chip datasheet, so these come from a paper.
+NPUS = {
+    # Zuo et al., "Serving Large Language Models on Huawei CloudMatrix384" (arXiv
+    # 2506.12708, 2025), section 3: a 910C package is two dies; together 752 TFLOP/s
+    # dense BF16/FP16, 128 GB of HBM at 3.2 TB/s, 392 GB/s of UB (the supernode's
+    # scale-up bus) each way and 400 Gb/s of RDMA each way. No FP8, no FP32, no
+    # power in the paper: left out. The 910B is left out: no Huawei source prints
+    # its peaks, and third-party figures disagree (256 to 400 TFLOP/s FP16).
+    "910C": Gpu(
+        "Ascend 910C",
+        752e12,
+        3.2e12,
+        128 * 10**9,
+        None,
+        fp16_flops=752e12,
+        scale_up="UB",
+        scale_up_bandwidth=2 * 392e9,  # both directions, as every record
+        vendor="Huawei",
+        source="https://arxiv.org/abs/2506.12708",
+    ),
+}
+# endregion
 
 
 def accelerator(key: str) -> Gpu:

@@ -113,6 +113,7 @@ ALLOWED: tuple[Allowed, ...] = (
         "Kubernetes' Job resource (a Job, its JobSet, an Indexed Job), named as its "
         "API names it",
     ),
+    Allowed("cloud.po", "job", "Job", "Volcano's Job kind, a cell of the CRD table"),
     Allowed(
         "communication.po",
         "job",
@@ -126,6 +127,10 @@ ALLOWED: tuple[Allowed, ...] = (
             ("hardware.po", "switches hang on the root ports"),
             ("hardware.po", "PCIe tree hangs on"),
         )
+    ),
+    *(
+        Allowed("hardware.po", "Ascend", english, "Ascend C, a language's name")
+        for english in ("the Ascend C guide", "an Ascend C kernel", "An Ascend C")
     ),
     Allowed(
         "training.po",

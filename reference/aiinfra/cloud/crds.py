@@ -19,6 +19,7 @@ CRDS = {
     "jobset.x-k8s.io/v1alpha2/JobSet": "jobset-v1alpha2.json",
     "kubeflow.org/v1/PyTorchJob": "pytorchjob-v1.json",
     "scheduling.volcano.sh/v1beta1/PodGroup": "podgroup-v1beta1.json",
+    "batch.volcano.sh/v1alpha1/Job": "vcjob-v1alpha1.json",
 }
 
 
