@@ -28,6 +28,9 @@ JOBS = {
     "elastic": TrainingJob("el", "img", BENCH, 2, 8, min_nodes=2, max_nodes=4),
     "queued": TrainingJob("q", "img", BENCH, 3, 8, queue="team-a", namespace="ml"),
     "rdma": TrainingJob("r", "img", BENCH, 2, 8, rdma=True, rdma_network="ib-a"),
+    "monitored": TrainingJob(
+        "m", "img", BENCH, 2, 8, metrics_port=8000, ckpt_claim="ckpt-rwx"
+    ),
 }
 
 

@@ -19,6 +19,8 @@ CRDS = {
     "jobset.x-k8s.io/v1alpha2/JobSet": "jobset-v1alpha2.json",
     "kubeflow.org/v1/PyTorchJob": "pytorchjob-v1.json",
     "scheduling.volcano.sh/v1beta1/PodGroup": "podgroup-v1beta1.json",
+    "monitoring.coreos.com/v1/PodMonitor": "podmonitor-v1.json",
+    "monitoring.coreos.com/v1/ServiceMonitor": "servicemonitor-v1.json",
 }
 
 

@@ -9,21 +9,30 @@ restarts all its Jobs together; the Kubeflow training operator's PyTorchJob adds
 elastic scaling. With ``queue`` set, Kueue admits the whole job or none of it (the
 object is created suspended and labelled with its LocalQueue); without Kueue, the
 Volcano variant gangs the pods with a PodGroup. Each function returns plain dicts in
-the order ``kubectl apply`` needs them.
+the order ``kubectl apply`` needs them; a job whose pods serve metrics gets its
+PodMonitor last (:mod:`aiinfra.cloud.scrape`).
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from typing import Any
 
 from aiinfra.clikit import require
-from aiinfra.cloud.job import REPLICATED_JOB, RESTART_ENV, TrainingJob
+from aiinfra.cloud.job import (
+    CKPT_MOUNT,
+    METRICS_PORT_ENV,
+    POD_LABEL,
+    REPLICATED_JOB,
+    RESTART_ENV,
+    TrainingJob,
+)
+from aiinfra.cloud.scrape import METRICS_PORT_NAME, pod_monitor
 
 Object = dict[str, Any]
 CONTAINER = "pytorch"  # the training operator finds its container by this name
-POD_LABEL = "app.kubernetes.io/instance"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 VOLCANO_GROUP = "scheduling.k8s.io/group-name"  # pod annotation naming its PodGroup
 # Multus attaches the NetworkAttachmentDefinitions this pod annotation names, as
@@ -87,10 +96,23 @@ def pod_template(job: TrainingJob, kind: str, restart_policy: str) -> Object:
         container["env"] += [{"name": k, "value": v} for k, v in RDMA_ENV.items()]
         metadata["annotations"] = {MULTUS_NETWORKS: job.rdma_network}
     shm = {"medium": "Memory", "sizeLimit": job.shm_size}
+    volumes: list[Object] = [{"name": "dshm", "emptyDir": shm}]
+    if job.metrics_port is not None:
+        # The entry point serves /metrics here; the job's PodMonitor names the port.
+        port = {"name": METRICS_PORT_NAME, "containerPort": job.metrics_port}
+        container["ports"].append(port)
+        container["env"].append(
+            {"name": METRICS_PORT_ENV, "value": str(job.metrics_port)}
+        )
+    if job.ckpt_claim is not None:
+        # One shared volume: every rank's shard in one place, read by any restart.
+        container["volumeMounts"].append({"name": "ckpt", "mountPath": CKPT_MOUNT})
+        claim = {"claimName": job.ckpt_claim}
+        volumes.append({"name": "ckpt", "persistentVolumeClaim": claim})
     spec = {
         "restartPolicy": restart_policy,
         "containers": [container],
-        "volumes": [{"name": "dshm", "emptyDir": shm}],
+        "volumes": volumes,
         "affinity": {
             "podAntiAffinity": {
                 "requiredDuringSchedulingIgnoredDuringExecution": [one_per_node]
@@ -327,12 +349,28 @@ def kueue_configuration(
     }
 
 
+def monitored(
+    render: Callable[[TrainingJob], list[Object]],
+) -> Callable[[TrainingJob], list[Object]]:
+    """``render`` followed by the job's PodMonitor when its pods serve metrics."""
+
+    @functools.wraps(render)
+    def objects(job: TrainingJob) -> list[Object]:
+        found = render(job)
+        return found if job.metrics_port is None else [*found, pod_monitor(job)]
+
+    return objects
+
+
 # What `aiinfra k8s render --kind` renders; `all` means the first three.
 RENDERERS: dict[str, Callable[[TrainingJob], list[Object]]] = {
-    "job": plain_job,
-    "jobset": jobset,
-    "pytorchjob": pytorchjob,
-    "volcano": volcano_job,
+    kind: monitored(render)
+    for kind, render in {
+        "job": plain_job,
+        "jobset": jobset,
+        "pytorchjob": pytorchjob,
+        "volcano": volcano_job,
+    }.items()
 }
 
 
