@@ -6,6 +6,8 @@ per kind into ``--out``; the book's ``deploy/k8s/`` files are made by::
 
     aiinfra k8s render --kind all --out deploy/k8s
     aiinfra k8s render --kind jobset --rdma --out deploy/k8s
+    aiinfra k8s render --kind jobset --queue team-a \
+        --topology-level cloud.provider.com/topology-rack --out deploy/k8s
     aiinfra k8s kueue --out deploy/kueue
     aiinfra k8s monitoring --out deploy/monitoring
 
@@ -95,6 +97,23 @@ def add_k8s_render(parser: argparse.ArgumentParser) -> None:
         default=CKPT_CLAIM,
         help=f"ReadWriteMany PersistentVolumeClaim mounted at {CKPT_MOUNT}; '': none",
     )
+    add(
+        "--topology-level",
+        help="with --queue: a node label of the fabric's Topology; Kueue places all "
+        "pods in one domain of it, and the Topology, ResourceFlavor, ClusterQueue "
+        "and LocalQueue come first (files <kind>-tas.yaml)",
+    )
+    add(
+        "--preferred",
+        action="store_true",
+        help="with --topology-level: one domain is a preference, not a requirement",
+    )
+    add(
+        "--quota-nodes",
+        type=int_at_least(1),
+        help="with --topology-level: the ClusterQueue's quota, in pods of this size "
+        "(default: the job's largest size)",
+    )
     add("--out", type=Path, help="write <kind>.yaml here (default: print)")
     add(
         "command",
@@ -107,6 +126,7 @@ def add_k8s_render(parser: argparse.ArgumentParser) -> None:
 def run_k8s_render(args: argparse.Namespace) -> int:
     """Check the flags together, render every kind, then print or write them."""
     from aiinfra.cloud.job import TrainingJob
+    from aiinfra.cloud.kueue import tas_objects
     from aiinfra.cloud.manifests import RENDERERS, to_yaml
 
     job = TrainingJob(
@@ -126,16 +146,22 @@ def run_k8s_render(args: argparse.Namespace) -> int:
         rdma_network=args.rdma_network,
         metrics_port=args.metrics_port or None,
         ckpt_claim=args.ckpt_claim or None,
+        topology_level=args.topology_level,
+        topology_required=not args.preferred,
     )
+    admin = []  # the administrator's TAS objects, applied before the job
+    if job.topology_level is not None:
+        admin = tas_objects(job, args.quota_nodes or job.max_nodes)
     kinds = ALL_KINDS if args.kind == "all" else (args.kind,)
     # Render all before writing any, so a refused kind leaves no partial output.
-    texts = {kind: to_yaml(RENDERERS[kind](job)) for kind in kinds}
+    texts = {kind: to_yaml(admin + RENDERERS[kind](job)) for kind in kinds}
     if args.out is None:
         print("---\n".join(texts.values()), end="")
         return 0
     args.out.mkdir(parents=True, exist_ok=True)
     for kind, text in texts.items():
-        path = args.out / f"{kind}{'-rdma' if args.rdma else ''}.yaml"
+        suffix = "-rdma" * args.rdma + "-tas" * bool(admin)
+        path = args.out / f"{kind}{suffix}.yaml"
         path.write_text(HEADER + text)
         print(f"wrote {path}", file=sys.stderr)
     return 0
@@ -165,7 +191,8 @@ def add_k8s_kueue(parser: argparse.ArgumentParser) -> None:
 
 def run_k8s_kueue(args: argparse.Namespace) -> int:
     """Kueue's Configuration with waitForPodsReady, printed or written."""
-    from aiinfra.cloud.manifests import kueue_configuration, to_yaml
+    from aiinfra.cloud.kueue import kueue_configuration
+    from aiinfra.cloud.manifests import to_yaml
 
     text = to_yaml(
         [

@@ -86,6 +86,11 @@ class TrainingJob:
         ckpt_claim: a ReadWriteMany PersistentVolumeClaim mounted at ``/ckpt`` in
             every pod: each rank writes its shard of a checkpoint there and every
             rank of a restarted group reads them all; ``None``: no volume.
+        topology_level: a node label of Kueue's Topology (``TOPOLOGY_LEVELS``):
+            Kueue's topology-aware scheduling places all pods in one domain of
+            that level (one rack, one block); needs ``queue``.
+        topology_required: the domain is a requirement (the job waits for one
+            with room); ``False``: a preference (Kueue tries the next level up).
 
     Raises:
         ValueError: an argument that no cluster can run, named with its constraint.
@@ -113,6 +118,8 @@ class TrainingJob:
     rdma_network: str = "rdma-net"
     metrics_port: int | None = None
     ckpt_claim: str | None = None
+    topology_level: str | None = None
+    topology_required: bool = True
 
     def __post_init__(self) -> None:
         if isinstance(self.command, str):
@@ -160,6 +167,18 @@ class TrainingJob:
             raise ValueError(
                 f"cpu must be a positive CPU quantity ('16', '0.5', '500m'), got "
                 f"{self.cpu!r}"
+            )
+        if self.topology_level is not None and not RESOURCE_NAME.fullmatch(
+            self.topology_level
+        ):
+            raise ValueError(
+                f"topology_level must be a prefixed node label such as "
+                f"'kubernetes.io/hostname', got {self.topology_level!r}"
+            )
+        if self.topology_level is not None and self.queue is None:
+            raise ValueError(
+                f"topology_level {self.topology_level!r} needs a queue: only Kueue "
+                f"places a job by topology"
             )
         if memory_bytes(self.shm_size, "shm_size") > memory_bytes(
             self.memory, "memory"

@@ -16,7 +16,6 @@ PodMonitor last (:mod:`aiinfra.cloud.scrape`).
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -29,6 +28,7 @@ from aiinfra.cloud.job import (
     RESTART_ENV,
     TrainingJob,
 )
+from aiinfra.cloud.kueue import topology_annotations
 from aiinfra.cloud.scrape import METRICS_PORT_NAME, pod_monitor
 
 Object = dict[str, Any]
@@ -95,6 +95,9 @@ def pod_template(job: TrainingJob, kind: str, restart_policy: str) -> Object:
         container["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
         container["env"] += [{"name": k, "value": v} for k, v in RDMA_ENV.items()]
         metadata["annotations"] = {MULTUS_NETWORKS: job.rdma_network}
+    if job.topology_level is not None:
+        # Kueue reads the pod set's topology request from its pod template.
+        metadata.setdefault("annotations", {}).update(topology_annotations(job))
     shm = {"medium": "Memory", "sizeLimit": job.shm_size}
     volumes: list[Object] = [{"name": "dshm", "emptyDir": shm}]
     if job.metrics_port is not None:
@@ -282,71 +285,6 @@ def volcano_job(job: TrainingJob) -> list[Object]:
     template["metadata"].setdefault("annotations", {})[VOLCANO_GROUP] = job.name
     template["spec"]["schedulerName"] = "volcano"
     return [group, service, batch_job]
-
-
-KUEUE_CONFIG = "config.kueue.x-k8s.io/v1beta1"
-KUEUE_TIMESTAMPS = ("Eviction", "Creation")
-
-
-def kueue_configuration(
-    timeout: str = "10m",
-    block_admission: bool = True,
-    timestamp: str = "Eviction",
-    backoff_limit_count: int = 5,
-) -> Object:
-    """Kueue's ``Configuration`` with ``waitForPodsReady``: admission waits for fit.
-
-    Quota admits a job whose pods may still not fit the nodes; with this block a
-    job whose pods are not all ready within ``timeout`` is evicted (suspended,
-    its quota released) and requeued, and with ``block_admission`` no other job
-    is admitted until the admitted one's pods are ready, so two half-placed gangs
-    cannot hold each other's nodes. The fields are those of Kueue's "Sequential
-    Admission with Ready Pods" task page.
-
-    Args:
-        timeout: how long the admitted job's pods have to become ready, a
-            duration such as ``"10m"`` (Kueue's default is 5m).
-        block_admission: admit nothing else while a job waits for its pods.
-        timestamp: where a requeued job goes in the queue: ``Eviction`` (its
-            eviction time) or ``Creation`` (its creation time, so it keeps its
-            place).
-        backoff_limit_count: requeues before the job is deactivated.
-
-    Raises:
-        ValueError: a duration, timestamp or count Kueue would reject.
-    """
-    if not re.fullmatch(r"(\d+(ms|s|m|h))+", timeout) or not re.search(
-        r"[1-9]", timeout
-    ):
-        raise ValueError(
-            f"timeout must be a positive duration such as '10m' or '1h30m', got "
-            f"{timeout!r}"
-        )
-    if timestamp not in KUEUE_TIMESTAMPS:
-        raise ValueError(
-            f"timestamp must be one of {', '.join(KUEUE_TIMESTAMPS)}, got {timestamp!r}"
-        )
-    if isinstance(backoff_limit_count, bool) or not isinstance(
-        backoff_limit_count, int
-    ):
-        raise TypeError(
-            f"backoff_limit_count must be an int, got {backoff_limit_count!r}"
-        )
-    if backoff_limit_count < 0:
-        raise ValueError(f"backoff_limit_count must be >= 0, got {backoff_limit_count}")
-    return {
-        "apiVersion": KUEUE_CONFIG,
-        "kind": "Configuration",
-        "waitForPodsReady": {
-            "enable": True,
-            "timeout": timeout,
-            "blockAdmission": block_admission,
-            "requeuingStrategy": {
-                "timestamp": timestamp,
-                "backoffLimitCount": backoff_limit_count,
-            },
-        },
-    }
 
 
 def monitored(

@@ -9,11 +9,12 @@ render``) by :mod:`aiinfra.cloud.manifests`; the schemas are those of
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyBboxPatch, Patch
 
-from aiinfra.cloud import crds, gang
+from aiinfra.cloud import crds, gang, kueue
 from aiinfra.cloud import manifests as k8s
 from aiinfra.cloud.cli import REFERENCE_COMMAND, REFERENCE_IMAGE, REFERENCE_NAME
 from aiinfra.cloud.job import TrainingJob
@@ -33,6 +34,7 @@ __all__ = [
     "pod_table",
     "rdma_figure",
     "rdma_table",
+    "tas_table",
     "reference_gpus",
     "reference_nodes",
     "refused_message",
@@ -213,7 +215,7 @@ def rdma_figure() -> Figure:
 
 def kueue_table() -> Table:
     """The waitForPodsReady block of Kueue's Configuration that the book renders."""
-    ready = k8s.kueue_configuration()["waitForPodsReady"]
+    ready = kueue.kueue_configuration()["waitForPodsReady"]
     strategy = ready["requeuingStrategy"]
     rows = [
         [
@@ -374,6 +376,59 @@ def job_figure() -> Figure:
     ax.set_ylim(0, 1)
     ax.axis("off")
     return fig
+
+
+# The fabric level the book's TAS example asks for: one rack (one leaf switch).
+_TAS_LEVEL = kueue.TOPOLOGY_LEVELS[1]
+
+
+def tas_table() -> Table:
+    """The objects of the rendered topology-aware example and what each sets."""
+    job = replace(_job(), queue="team-a", topology_level=_TAS_LEVEL)
+    topology, flavor, cluster_queue, local_queue = kueue.tas_objects(job, job.nodes)
+    template = k8s.RENDERERS["jobset"](job)[0]["spec"]["replicatedJobs"][0]
+    annotations = template["template"]["spec"]["template"]["metadata"]["annotations"]
+    (quota,) = cluster_queue["spec"]["resourceGroups"][0]["flavors"]
+    gpus = {r["name"]: r["nominalQuota"] for r in quota["resources"]}
+    rows = [
+        [
+            "Topology",
+            "spec.levels",
+            ", ".join(level["nodeLabel"] for level in topology["spec"]["levels"]),
+            "the fabric's levels, coarsest first, as node labels",
+        ],
+        [
+            "ResourceFlavor",
+            "spec.topologyName",
+            flavor["spec"]["topologyName"],
+            "admission checks each domain's free nodes, not only quota",
+        ],
+        [
+            "ClusterQueue",
+            "flavors[].resources[].nominalQuota",
+            f"{quota['name']}, {job.gpu_resource}: {gpus[job.gpu_resource]}",
+            "the flavor's quota, here the job's size",
+        ],
+        [
+            "LocalQueue",
+            "spec.clusterQueue",
+            local_queue["spec"]["clusterQueue"],
+            "the queue the job names in its label",
+        ],
+        [
+            "JobSet",
+            "pod template annotation",
+            "; ".join(f"{k}: {v}" for k, v in annotations.items()),
+            "all pods in one domain of that level, or wait",
+        ],
+    ]
+    return Table(
+        ["kind", "field", "value", "what it does"],
+        rows,
+        note="deploy/k8s/jobset-tas.yaml: the reference job with a queue and a rack "
+        "requirement; Kueue v1beta2's fields.",
+        words=(3,),
+    )
 
 
 def gang_table() -> Table:
