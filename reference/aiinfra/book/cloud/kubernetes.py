@@ -417,7 +417,7 @@ def tas_table() -> Table:
         ],
         [
             "JobSet",
-            "pod template annotation",
+            "template.metadata.annotations",
             "; ".join(f"{k}: {v}" for k, v in annotations.items()),
             "all pods in one domain of that level, or wait",
         ],

@@ -345,7 +345,7 @@ def scrape_labels_table() -> Table:
     chart = {scrape.DCGM_NAME_LABEL: scrape.DCGM_CHART}
     # An Indexed Job's pod is <job>-<index>-<random suffix>; the JobSet's job is
     # <jobset>-<replicated job>-<job index>, so pod 0 starts with its hostname.
-    pod = job.head_host("jobset").split(".")[0] + "-xxxxx"
+    pod = job.head_host("jobset").split(".")[0] + "-<random>"
     rows = [
         [
             "job",
