@@ -55,6 +55,8 @@ NAMES = frozenset(
     # Kubernetes: resources, their fields and the controllers aiinfra k8s renders
     " Pod Service Job JobSet PodGroup job jobset pytorchjob volcano kueue requests"
     " limits kind schema true team-a Eviction"
+    # the cloud chapter's monitors and Kueue's objects: a namespace's name, a kind
+    " namespace default Topology dcgm-exporter gpu-tas gpu-cluster-queue"
     # Linux namespaces (namespaces(7)), Prometheus types, severities and fields
     " inode cgroup ipc mnt net pid time user uts gauge counter histogram critical"
     " warning for"

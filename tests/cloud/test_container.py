@@ -189,7 +189,7 @@ def test_the_dockerfile_installs_are_read_in_order_without_the_index():
     text = (Path(__file__).parents[2] / "deploy" / "Dockerfile").read_text()
     installs = c.dockerfile_pip_installs(text)
     # What the training image's Dockerfile says, in its order.
-    assert installs[0] == ["torch==2.13.0"] and installs[-1][-1] == "./"
+    assert installs[0] == ["torch==2.13.0"] and installs[-1][-1] == "./[cloud]"
     other = (
         "FROM x\nRUN pip install --index-url=https://i/simple a==1\n"
         'RUN pip install --index-url "${IDX}" b==2 --no-deps\nRUN echo pip install c\n'

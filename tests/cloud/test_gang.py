@@ -42,3 +42,26 @@ def test_nodes_held_never_exceed_the_cluster():
 def test_bad_input_is_named(nodes, jobs, match):
     with pytest.raises(ValueError, match=match):
         schedule(nodes, jobs, gang=True, horizon=3)
+
+
+def test_the_book_frames_draw_each_step_of_both_schedules():
+    from aiinfra.book.cloud import kubernetes as book
+
+    frames = book.gang_frames()
+    assert len(frames) == book.GANG_HORIZON  # one step more on each frame
+    jobs = list(book.GANG_JOBS)
+    for upto, fig in enumerate(frames, start=1):
+        for ax, is_gang in zip(fig.axes, (False, True), strict=True):
+            steps = schedule(book.GANG_NODES, jobs, is_gang, book.GANG_HORIZON)
+            expected = []  # (step, opaque: the job runs) per node held
+            for t, held in enumerate(steps[:upto]):
+                for j in jobs:
+                    running = held[j.name] == j.pods
+                    expected += [(t, running)] * held[j.name]
+            drawn = [(round(p.get_x()), p.get_alpha() == 1.0) for p in ax.patches]
+            assert drawn == expected, (upto, is_gang)
+    # The last frame shows what the book figure shows: pod by pod, nothing runs.
+    book_axes = book.gang_figure().axes
+    for ax_frame, ax_book in zip(frames[-1].axes, book_axes, strict=True):
+        assert len(ax_frame.patches) == len(ax_book.patches)
+    assert not any(p.get_alpha() == 1.0 for p in frames[-1].axes[0].patches)

@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 import aiinfra.cli
+import aiinfra.cloud.kueue as kueue
 import aiinfra.cloud.manifests as k8s
 import jsonschema
 import kubernetes_validate
@@ -28,6 +29,12 @@ JOBS = {
     "elastic": TrainingJob("el", "img", BENCH, 2, 8, min_nodes=2, max_nodes=4),
     "queued": TrainingJob("q", "img", BENCH, 3, 8, queue="team-a", namespace="ml"),
     "rdma": TrainingJob("r", "img", BENCH, 2, 8, rdma=True, rdma_network="ib-a"),
+    "tas": TrainingJob(
+        "t", "img", BENCH, 2, 8, queue="a", topology_level="kubernetes.io/hostname"
+    ),
+    "monitored": TrainingJob(
+        "m", "img", BENCH, 2, 8, metrics_port=8000, ckpt_claim="ckpt-rwx"
+    ),
 }
 
 
@@ -284,9 +291,17 @@ def test_deploy_files_are_what_the_cli_renders_now(tmp_path, monkeypatch):
     deploy = ROOT / "deploy/k8s"
     assert render(["--out", str(tmp_path)], monkeypatch) == 0
     assert render(["--kind", "jobset", "--rdma", "--out", str(tmp_path)], None) == 0
+    tas = ["--queue", "team-a", "--topology-level", "cloud.provider.com/topology-rack"]
+    assert render(["--kind", "jobset", *tas, "--out", str(tmp_path)], None) == 0
     written = sorted(p.name for p in tmp_path.iterdir())
     assert written == sorted(p.name for p in deploy.iterdir())
-    assert written == ["job.yaml", "jobset-rdma.yaml", "jobset.yaml", "pytorchjob.yaml"]
+    assert written == [
+        "job.yaml",
+        "jobset-rdma.yaml",
+        "jobset-tas.yaml",
+        "jobset.yaml",
+        "pytorchjob.yaml",
+    ]
     for name in written:
         assert (deploy / name).read_text() == (tmp_path / name).read_text(), name
 
@@ -353,7 +368,7 @@ REQUEUING_FIELDS = {"timestamp", "backoffLimitCount"}
 
 
 def test_kueue_configuration_waits_for_pods_ready_with_the_documented_fields():
-    config = k8s.kueue_configuration()
+    config = kueue.kueue_configuration()
     assert config["apiVersion"] == "config.kueue.x-k8s.io/v1beta1"
     assert config["kind"] == "Configuration"
     ready = config["waitForPodsReady"]
@@ -385,4 +400,4 @@ def test_deploy_kueue_file_is_what_the_cli_renders_now(tmp_path):
 )
 def test_a_kueue_configuration_kueue_would_reject_is_refused(kwargs, error, message):
     with pytest.raises(error, match=message):
-        k8s.kueue_configuration(**kwargs)
+        kueue.kueue_configuration(**kwargs)

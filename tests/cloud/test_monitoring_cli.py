@@ -32,6 +32,7 @@ def test_deploy_files_are_what_the_cli_renders_now(tmp_path):
             "alerts.yaml",
             "dashboard.json",
             "dcgm-counters.csv",
+            "dcgm-servicemonitor.yaml",
         ]
     )
     for name in names:

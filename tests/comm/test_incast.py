@@ -141,3 +141,46 @@ def test_rc_timeout_is_4_096_us_times_two_to_the_timeout() -> None:
     for bad, error in ((0, ValueError), (32, ValueError), (2.0, TypeError)):
         with pytest.raises(error, match="timeout"):
             rc_timeout_s(bad)
+
+
+def test_the_traces_add_up_to_the_runs_counts():
+    config = IncastConfig(senders=16, packets_per_sender=32, buffer_packets=64)
+    for mode in MODES:
+        r = simulate_incast(mode, config)
+        lengths = {len(r.queue_trace), len(r.drop_trace), len(r.pause_trace)}
+        assert lengths == {len(r.mark_trace)} == {r.completion_slots}
+        assert sum(r.drop_trace) == r.dropped
+        assert sum(r.pause_trace) == r.pause_slots
+        assert (sum(r.mark_trace) > 0) == (mode == "ecn")  # only ECN marks
+        # A lossy port drops only while it is full.
+        for depth, drops in zip(r.queue_trace, r.drop_trace, strict=True):
+            assert not drops or depth == config.buffer_packets
+
+
+def test_the_book_frames_draw_the_simulated_queue_and_its_events():
+    from aiinfra.book.communication import networks as book
+
+    slot_us = book.PACKET_BYTES * 8 / (book.LINK_GBITS * 1e9) * 1e6
+    frames = book.incast_frames()
+    # lossy, PFC and ECN close up; ECN's whole burst; all three (the book figure)
+    assert len(frames) == len(MODES) + 2
+    views = [(m,) for m in MODES] + [("ecn",), MODES]
+    for fig, modes in zip(frames, views, strict=True):
+        (ax,) = fig.axes
+        upto = round(ax.get_xlim()[1] / slot_us)
+        for line, mode in zip(ax.lines, modes, strict=False):
+            r = simulate_incast(mode, book.STEADY)
+            assert list(line.get_ydata()) == list(r.queue_trace[:upto])
+        if len(modes) == 1:
+            r = simulate_incast(modes[0], book.STEADY)
+            traces = {"x": r.drop_trace, "|": r.pause_trace, ".": r.mark_trace}
+            drawn = [c.get_offsets()[:, 0] for c in ax.collections]
+            expected = [
+                [i * slot_us for i, n in enumerate(t[:upto]) if n]
+                for t in traces.values()
+                if any(t[:upto])
+            ]
+            assert len(drawn) == len(expected)
+            for got, want in zip(drawn, expected, strict=True):
+                assert list(got) == pytest.approx(want)
+    assert len(frames[-1].axes[0].lines) == len(book.queue_figure().axes[0].lines)

@@ -5,7 +5,10 @@ Each failure of a large training job leaves a signature in the metrics of
 ``DCGM_FI_DEV_XID_ERRORS``; one that falls off the bus drops out of the exporter's
 series; a hung NCCL collective stops the step counter while every GPU looks busy; a
 straggler shows as one GPU's SM activity far below the job's median; a slow node as
-a step time above the run's own median of the last hour. The rules are data, written
+a step time above the run's own median of the last hour. "The job's GPUs" are the
+DCGM series whose ``pod`` and ``namespace`` (dcgm-exporter's Kubernetes labels) are
+those of a pod the job's PodMonitor scrapes: :func:`job_gpus` joins them on
+:data:`~aiinfra.cloud.scrape.JOIN_LABELS`. The rules are data, written
 out in Prometheus's rule-file format (``groups: [{name, rules: [...]}]``), and
 :func:`check_rule_file` checks the structure Prometheus requires before loading.
 """
@@ -18,6 +21,7 @@ from dataclasses import dataclass
 from aiinfra.clikit import require
 
 from .metrics import DEFAULT_JOB
+from .scrape import JOIN_LABELS
 
 
 @dataclass(frozen=True)
@@ -103,6 +107,18 @@ def xid_expr(xids: tuple[int, ...], window: str = "5m") -> str:
     return f"({codes}) and changes(DCGM_FI_DEV_XID_ERRORS[{window}]) > 0"
 
 
+# region job-gpus
+def job_gpus(field: str, train: str) -> str:
+    """PromQL of DCGM ``field`` on the GPUs of the pods ``up{train}`` selects.
+
+    ``and on (namespace, pod)`` keeps a GPU's series only where a training target
+    of the same namespace and pod exists: the GPUs the job's pods hold, and no
+    other job's.
+    """
+    return f"({field} and on ({', '.join(JOIN_LABELS)}) up{train})"
+
+
+# endregion
 _DURATION = re.compile(r"^([0-9]+(ms|s|m|h|d|w|y))+$")
 _LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 SEVERITIES = ("warning", "critical")
@@ -123,6 +139,7 @@ def _rule(
 
 def alert_rules(
     job: str = DEFAULT_JOB,
+    namespace: str = "default",
     dcgm_job: str = "dcgm-exporter",
     gpus_per_node: int = 8,
     stall_minutes: int = 10,
@@ -132,6 +149,7 @@ def alert_rules(
 
     Args:
         job: the ``job`` label of the training pods' scrape target.
+        namespace: the training pods' namespace.
         dcgm_job: the ``job`` label of dcgm-exporter's scrape target.
         gpus_per_node: GPUs each node should report; fewer means one fell off.
         stall_minutes: minutes without a step before the job counts as hung, >= 1.
@@ -143,7 +161,7 @@ def alert_rules(
     Raises:
         ValueError: an empty or quoted job name, or a threshold out of range.
     """
-    for name, value in (("job", job), ("dcgm_job", dcgm_job)):
+    for name, value in (("job", job), ("namespace", namespace), ("dcgm_job", dcgm_job)):
         if not value or '"' in value or "\\" in value:
             raise ValueError(f"{name} must be non-empty without quotes, got {value!r}")
     if gpus_per_node < 1:
@@ -152,7 +170,9 @@ def alert_rules(
         raise ValueError(f"stall_minutes must be >= 1, got {stall_minutes}")
     if not slowdown > 1:
         raise ValueError(f"slowdown must be > 1, got {slowdown}")
-    train, dcgm = f'{{job="{job}"}}', f'{{job="{dcgm_job}"}}'
+    train = f'{{job="{job}", namespace="{namespace}"}}'
+    dcgm = f'{{job="{dcgm_job}"}}'
+    sm_active = job_gpus("DCGM_FI_PROF_SM_ACTIVE", train)
     running = f"on() (sum(rate(train_steps_total{train}[5m])) > 0)"
     gpu = "GPU {{ $labels.gpu }} on {{ $labels.Hostname }}"
     hardware = [
@@ -240,12 +260,14 @@ def alert_rules(
         ),
         _rule(
             "GpuStraggler",
-            "DCGM_FI_PROF_SM_ACTIVE < 0.5 * scalar(quantile(0.5, "
-            f"DCGM_FI_PROF_SM_ACTIVE)) and {running}",
+            f"{sm_active} < 0.5 * scalar(quantile(0.5, {sm_active})) and {running}",
             "10m",
             "warning",
-            f"{gpu} is half as busy as the job's median GPU",
-            "Its input pipeline or its host falls behind; the others wait for it. "
+            f"{gpu} of pod {{{{ $labels.pod }}}} is half as busy as the job's median "
+            "GPU",
+            "The job's GPUs are those of its pods, joined on dcgm-exporter's pod "
+            "labels (Kubernetes mode, scraped with honorLabels). Its input "
+            "pipeline or its host falls behind; the others wait for it. "
             "It reads SM activity, a profiling field that both of dcgm-exporter's "
             "default counters files leave commented out: enable it (the counters "
             "file written here does), or this rule never fires.",

@@ -273,7 +273,9 @@ def image_distribution_sizes(
         subprocess.run([python or sys.executable, "-m", "venv", str(venv)], check=True)
         py = str(venv / "bin" / "python")
         for args in installs:
-            args = [str(Path(context).resolve()) if a == "./" else a for a in args]
+            # ./ is the context; ./[cloud] the context with an extra.
+            ctx = str(Path(context).resolve())
+            args = [ctx + a[2:] if a.startswith("./") else a for a in args]
             cmd = [py, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
             proc = subprocess.run(
                 [*cmd, *args], capture_output=True, text=True, check=False

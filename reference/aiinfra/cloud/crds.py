@@ -20,6 +20,12 @@ CRDS = {
     "kubeflow.org/v1/PyTorchJob": "pytorchjob-v1.json",
     "scheduling.volcano.sh/v1beta1/PodGroup": "podgroup-v1beta1.json",
     "batch.volcano.sh/v1alpha1/Job": "vcjob-v1alpha1.json",
+    "monitoring.coreos.com/v1/PodMonitor": "podmonitor-v1.json",
+    "monitoring.coreos.com/v1/ServiceMonitor": "servicemonitor-v1.json",
+    "kueue.x-k8s.io/v1beta2/Topology": "topology-v1beta2.json",
+    "kueue.x-k8s.io/v1beta2/ResourceFlavor": "resourceflavor-v1beta2.json",
+    "kueue.x-k8s.io/v1beta2/ClusterQueue": "clusterqueue-v1beta2.json",
+    "kueue.x-k8s.io/v1beta2/LocalQueue": "localqueue-v1beta2.json",
 }
 
 

@@ -30,6 +30,13 @@ KINDS = ("job", "jobset", "pytorchjob", "volcano")
 # Set in torchrun's environment for restarts: a restarted group must not reuse the
 # agent's store, which still holds the last attempt's addresses (pytorch#135712).
 RESTART_ENV = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"
+REFERENCE_NAME = "aiinfra-train"  # the book's reference job (aiinfra k8s render)
+# The label every object and pod of a job carries, set to the job's name.
+POD_LABEL = "app.kubernetes.io/instance"
+# The entry point serves its metrics on the port this variable names
+# (aiinfra.cloud.train); the pod sets it to the container port it declares.
+METRICS_PORT_ENV = "AIINFRA_METRICS_PORT"
+CKPT_MOUNT = "/ckpt"  # where the checkpoints' shared volume is mounted
 
 
 def memory_bytes(quantity: str, arg: str) -> int:
@@ -73,6 +80,17 @@ class TrainingJob:
             device plugin names them ``rdma/<resourceName>``.
         rdma_network: the NetworkAttachmentDefinition Multus attaches (the name of
             the operator's MacvlanNetwork, IPoIBNetwork or HostDeviceNetwork).
+        metrics_port: the container port on which the entry point serves
+            ``/metrics`` (passed as ``AIINFRA_METRICS_PORT``), scraped by the
+            job's PodMonitor; ``None``: the pods serve no metrics.
+        ckpt_claim: a ReadWriteMany PersistentVolumeClaim mounted at ``/ckpt`` in
+            every pod: each rank writes its shard of a checkpoint there and every
+            rank of a restarted group reads them all; ``None``: no volume.
+        topology_level: a node label of Kueue's Topology (``TOPOLOGY_LEVELS``):
+            Kueue's topology-aware scheduling places all pods in one domain of
+            that level (one rack, one block); needs ``queue``.
+        topology_required: the domain is a requirement (the job waits for one
+            with room); ``False``: a preference (Kueue tries the next level up).
 
     Raises:
         ValueError: an argument that no cluster can run, named with its constraint.
@@ -98,6 +116,10 @@ class TrainingJob:
     rdma: bool = False
     rdma_resource: str = "rdma/rdma_shared_device_a"
     rdma_network: str = "rdma-net"
+    metrics_port: int | None = None
+    ckpt_claim: str | None = None
+    topology_level: str | None = None
+    topology_required: bool = True
 
     def __post_init__(self) -> None:
         if isinstance(self.command, str):
@@ -134,10 +156,29 @@ class TrainingJob:
             raise ValueError(f"max_restarts must be >= 0, got {self.max_restarts}")
         if not 1 <= self.rdzv_port <= 65535:
             raise ValueError(f"rdzv_port must be in 1..65535, got {self.rdzv_port}")
+        if self.metrics_port is not None and not (
+            1 <= self.metrics_port <= 65535 and self.metrics_port != self.rdzv_port
+        ):
+            raise ValueError(
+                f"metrics_port must be in 1..65535 and differ from rdzv_port "
+                f"({self.rdzv_port}), got {self.metrics_port}"
+            )
         if not CPU.fullmatch(self.cpu) or float(self.cpu.rstrip("m")) == 0:
             raise ValueError(
                 f"cpu must be a positive CPU quantity ('16', '0.5', '500m'), got "
                 f"{self.cpu!r}"
+            )
+        if self.topology_level is not None and not RESOURCE_NAME.fullmatch(
+            self.topology_level
+        ):
+            raise ValueError(
+                f"topology_level must be a prefixed node label such as "
+                f"'kubernetes.io/hostname', got {self.topology_level!r}"
+            )
+        if self.topology_level is not None and self.queue is None:
+            raise ValueError(
+                f"topology_level {self.topology_level!r} needs a queue: only Kueue "
+                f"places a job by topology"
             )
         if memory_bytes(self.shm_size, "shm_size") > memory_bytes(
             self.memory, "memory"
@@ -166,7 +207,7 @@ class TrainingJob:
             )
         if not self.image.strip() or any(c.isspace() for c in self.image):
             raise ValueError(f"image must be a non-empty reference, got {self.image!r}")
-        for arg in ("namespace", "queue", "rdma_network"):
+        for arg in ("namespace", "queue", "rdma_network", "ckpt_claim"):
             value = getattr(self, arg)
             if value is not None and not (
                 DNS_1123.fullmatch(value) and len(value) <= DNS_LABEL_MAX

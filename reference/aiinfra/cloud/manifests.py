@@ -9,21 +9,30 @@ restarts all its Jobs together; the Kubeflow training operator's PyTorchJob adds
 elastic scaling. With ``queue`` set, Kueue admits the whole job or none of it (the
 object is created suspended and labelled with its LocalQueue); without Kueue, the
 Volcano variant gangs the pods with a PodGroup. Each function returns plain dicts in
-the order ``kubectl apply`` needs them.
+the order ``kubectl apply`` needs them; a job whose pods serve metrics gets its
+PodMonitor last (:mod:`aiinfra.cloud.scrape`).
 """
 
 from __future__ import annotations
 
-import re
+import functools
 from collections.abc import Callable
 from typing import Any
 
 from aiinfra.clikit import require
-from aiinfra.cloud.job import REPLICATED_JOB, RESTART_ENV, TrainingJob
+from aiinfra.cloud.job import (
+    CKPT_MOUNT,
+    METRICS_PORT_ENV,
+    POD_LABEL,
+    REPLICATED_JOB,
+    RESTART_ENV,
+    TrainingJob,
+)
+from aiinfra.cloud.kueue import topology_annotations
+from aiinfra.cloud.scrape import METRICS_PORT_NAME, pod_monitor
 
 Object = dict[str, Any]
 CONTAINER = "pytorch"  # the training operator finds its container by this name
-POD_LABEL = "app.kubernetes.io/instance"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 VOLCANO_GROUP = "scheduling.k8s.io/group-name"  # pod annotation naming its PodGroup
 # Multus attaches the NetworkAttachmentDefinitions this pod annotation names, as
@@ -86,11 +95,27 @@ def pod_template(job: TrainingJob, kind: str, restart_policy: str) -> Object:
         container["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
         container["env"] += [{"name": k, "value": v} for k, v in RDMA_ENV.items()]
         metadata["annotations"] = {MULTUS_NETWORKS: job.rdma_network}
+    if job.topology_level is not None:
+        # Kueue reads the pod set's topology request from its pod template.
+        metadata.setdefault("annotations", {}).update(topology_annotations(job))
     shm = {"medium": "Memory", "sizeLimit": job.shm_size}
+    volumes: list[Object] = [{"name": "dshm", "emptyDir": shm}]
+    if job.metrics_port is not None:
+        # The entry point serves /metrics here; the job's PodMonitor names the port.
+        port = {"name": METRICS_PORT_NAME, "containerPort": job.metrics_port}
+        container["ports"].append(port)
+        container["env"].append(
+            {"name": METRICS_PORT_ENV, "value": str(job.metrics_port)}
+        )
+    if job.ckpt_claim is not None:
+        # One shared volume: every rank's shard in one place, read by any restart.
+        container["volumeMounts"].append({"name": "ckpt", "mountPath": CKPT_MOUNT})
+        claim = {"claimName": job.ckpt_claim}
+        volumes.append({"name": "ckpt", "persistentVolumeClaim": claim})
     spec = {
         "restartPolicy": restart_policy,
         "containers": [container],
-        "volumes": [{"name": "dshm", "emptyDir": shm}],
+        "volumes": volumes,
         "affinity": {
             "podAntiAffinity": {
                 "requiredDuringSchedulingIgnoredDuringExecution": [one_per_node]
@@ -262,77 +287,28 @@ def volcano_job(job: TrainingJob) -> list[Object]:
     return [group, service, batch_job]
 
 
-KUEUE_CONFIG = "config.kueue.x-k8s.io/v1beta1"
-KUEUE_TIMESTAMPS = ("Eviction", "Creation")
+def monitored(
+    render: Callable[[TrainingJob], list[Object]],
+) -> Callable[[TrainingJob], list[Object]]:
+    """``render`` followed by the job's PodMonitor when its pods serve metrics."""
 
+    @functools.wraps(render)
+    def objects(job: TrainingJob) -> list[Object]:
+        found = render(job)
+        return found if job.metrics_port is None else [*found, pod_monitor(job)]
 
-def kueue_configuration(
-    timeout: str = "10m",
-    block_admission: bool = True,
-    timestamp: str = "Eviction",
-    backoff_limit_count: int = 5,
-) -> Object:
-    """Kueue's ``Configuration`` with ``waitForPodsReady``: admission waits for fit.
-
-    Quota admits a job whose pods may still not fit the nodes; with this block a
-    job whose pods are not all ready within ``timeout`` is evicted (suspended,
-    its quota released) and requeued, and with ``block_admission`` no other job
-    is admitted until the admitted one's pods are ready, so two half-placed gangs
-    cannot hold each other's nodes. The fields are those of Kueue's "Sequential
-    Admission with Ready Pods" task page.
-
-    Args:
-        timeout: how long the admitted job's pods have to become ready, a
-            duration such as ``"10m"`` (Kueue's default is 5m).
-        block_admission: admit nothing else while a job waits for its pods.
-        timestamp: where a requeued job goes in the queue: ``Eviction`` (its
-            eviction time) or ``Creation`` (its creation time, so it keeps its
-            place).
-        backoff_limit_count: requeues before the job is deactivated.
-
-    Raises:
-        ValueError: a duration, timestamp or count Kueue would reject.
-    """
-    if not re.fullmatch(r"(\d+(ms|s|m|h))+", timeout) or not re.search(
-        r"[1-9]", timeout
-    ):
-        raise ValueError(
-            f"timeout must be a positive duration such as '10m' or '1h30m', got "
-            f"{timeout!r}"
-        )
-    if timestamp not in KUEUE_TIMESTAMPS:
-        raise ValueError(
-            f"timestamp must be one of {', '.join(KUEUE_TIMESTAMPS)}, got {timestamp!r}"
-        )
-    if isinstance(backoff_limit_count, bool) or not isinstance(
-        backoff_limit_count, int
-    ):
-        raise TypeError(
-            f"backoff_limit_count must be an int, got {backoff_limit_count!r}"
-        )
-    if backoff_limit_count < 0:
-        raise ValueError(f"backoff_limit_count must be >= 0, got {backoff_limit_count}")
-    return {
-        "apiVersion": KUEUE_CONFIG,
-        "kind": "Configuration",
-        "waitForPodsReady": {
-            "enable": True,
-            "timeout": timeout,
-            "blockAdmission": block_admission,
-            "requeuingStrategy": {
-                "timestamp": timestamp,
-                "backoffLimitCount": backoff_limit_count,
-            },
-        },
-    }
+    return objects
 
 
 # What `aiinfra k8s render --kind` renders; `all` means the first three.
 RENDERERS: dict[str, Callable[[TrainingJob], list[Object]]] = {
-    "job": plain_job,
-    "jobset": jobset,
-    "pytorchjob": pytorchjob,
-    "volcano": volcano_job,
+    kind: monitored(render)
+    for kind, render in {
+        "job": plain_job,
+        "jobset": jobset,
+        "pytorchjob": pytorchjob,
+        "volcano": volcano_job,
+    }.items()
 }
 
 

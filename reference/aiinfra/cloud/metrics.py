@@ -20,8 +20,11 @@ from dataclasses import dataclass
 import prometheus_client
 import torch
 
-#: The Prometheus ``job`` label of the training pods' scrape target.
-DEFAULT_JOB = "aiinfra-training"
+from aiinfra.cloud.job import REFERENCE_NAME
+
+#: The Prometheus ``job`` label of the training pods' scrape target: the job's
+#: name, which its PodMonitor's ``jobLabel`` copies from the pods' label.
+DEFAULT_JOB = REFERENCE_NAME
 #: Upper bounds of the step-time histogram's buckets, seconds: 1/64 s to 128 s.
 STEP_BUCKETS = tuple(2.0**k for k in range(-6, 8))
 
@@ -209,11 +212,13 @@ class TrainingExporter:
         self._server = None
         self._thread: threading.Thread | None = None
 
-    def start(self, port: int = 0) -> int:
-        """Serve ``/metrics`` on 127.0.0.1 from a daemon thread.
+    def start(self, port: int = 0, addr: str = "127.0.0.1") -> int:
+        """Serve ``/metrics`` from a daemon thread.
 
         Args:
             port: the TCP port, or 0 for any free one.
+            addr: the address to listen on: ``127.0.0.1`` for this machine only,
+                ``0.0.0.0`` in a pod, where Prometheus scrapes the pod's IP.
 
         Returns:
             The port the server is bound to.
@@ -228,7 +233,7 @@ class TrainingExporter:
             raise RuntimeError("the exporter is already serving")
         # start_http_server returns the WSGI server: it knows the port the OS chose.
         self._server, self._thread = prometheus_client.start_http_server(
-            port, addr="127.0.0.1", registry=self.registry
+            port, addr=addr, registry=self.registry
         )
         return self._server.server_port
 

@@ -12,7 +12,10 @@ steps are trained twice. Each step's batch depends on the step alone, so a run t
 fails and resumes ends with the weights of one that never failed. The agent's own
 TCPStore, which workers share by default, keeps the previous attempt's addresses, and
 a restarted group cannot connect (pytorch/pytorch#135712); restarts need
-``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1`` in torchrun's environment.
+``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1`` in torchrun's environment. With
+``--metrics-port`` (or ``AIINFRA_METRICS_PORT``, which the rendered pod sets), local
+rank 0 of each pod serves the step's metrics at ``/metrics`` for Prometheus
+(:class:`aiinfra.cloud.metrics.TrainingExporter`).
 """
 
 from __future__ import annotations
@@ -21,20 +24,25 @@ import argparse
 import hashlib
 import json
 import os
+import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as dist
 from torch.distributed.checkpoint.state_dict import set_state_dict
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from aiinfra.cloud.job import RESTART_ENV
+from aiinfra.cloud.job import METRICS_PORT_ENV, RESTART_ENV
 from aiinfra.distributed import rank_device
 from aiinfra.parallel.toy import mlp, rank_share, regression_batches
 from aiinfra.storage import atomic_save, latest_checkpoint, load_latest, training_state
+
+if TYPE_CHECKING:  # prometheus_client is imported only when metrics are served
+    from aiinfra.cloud.metrics import TrainingExporter
 
 WIDTHS = (8, 16, 4)  # two Linear layers: small enough to checkpoint in milliseconds
 BATCH = 8  # global batch; divisible by 1, 2, 4 and 8 ranks
@@ -54,6 +62,10 @@ class TrainConfig:
             first attempt, as a killed worker would.
         fail_rank: the rank that dies.
         backend: ``"auto"`` (NCCL when CUDA is present, else gloo), or either one.
+        metrics_port: when set, local rank 0 serves ``/metrics`` on this port on
+            every interface (0: any free port); ``None``: no metrics.
+        peak_flops: the device's peak FLOP/s at the training dtype, for MFU;
+            required with ``metrics_port``.
     """
 
     steps: int
@@ -62,6 +74,8 @@ class TrainConfig:
     fail_at_step: int | None = None
     fail_rank: int = 0
     backend: str = "auto"
+    metrics_port: int | None = None
+    peak_flops: float | None = None
 
 
 @dataclass(frozen=True)
@@ -72,6 +86,7 @@ class ElasticEnv:
     world_size: int
     local_rank: int
     attempt: int  # TORCHELASTIC_RESTART_COUNT: 0 on the first start
+    local_world_size: int = 1  # workers in this pod (torchrun's --nproc-per-node)
 
 
 def elastic_env(environ: Mapping[str, str]) -> ElasticEnv:
@@ -101,6 +116,7 @@ def elastic_env(environ: Mapping[str, str]) -> ElasticEnv:
         world_size=int(environ["WORLD_SIZE"]),
         local_rank=int(environ["LOCAL_RANK"]),
         attempt=int(environ.get("TORCHELASTIC_RESTART_COUNT", "0")),
+        local_world_size=int(environ.get("LOCAL_WORLD_SIZE", "1")),
     )
 
 
@@ -128,6 +144,16 @@ def check_config(config: TrainConfig, world_size: int) -> None:
         )
     if BATCH % world_size:
         raise ValueError(f"world_size must divide the batch {BATCH}, got {world_size}")
+    if config.metrics_port is not None:
+        if not 0 <= config.metrics_port <= 65535:
+            raise ValueError(
+                f"metrics_port must be in 0..65535, got {config.metrics_port}"
+            )
+        if config.peak_flops is None or not config.peak_flops > 0:
+            raise ValueError(
+                f"peak_flops must be > 0 with metrics_port (the device's peak "
+                f"FLOP/s, for MFU), got {config.peak_flops}"
+            )
 
 
 def checksum(model: torch.nn.Module) -> str:
@@ -148,10 +174,18 @@ def write_progress(root: Path, env: ElasticEnv, record: dict) -> None:
     os.replace(tmp, path)  # a reader never sees half a record
 
 
-def train(config: TrainConfig, env: ElasticEnv) -> dict:
+def train(
+    config: TrainConfig, env: ElasticEnv, exporter: TrainingExporter | None = None
+) -> dict:
     """On every worker: resume from the latest checkpoint and train to the end.
 
     Call inside a running process group.
+
+    Args:
+        config: the run.
+        env: this worker's identity.
+        exporter: a :class:`~aiinfra.cloud.metrics.TrainingExporter` that records
+            each step for this pod (local rank 0's), or ``None``.
 
     Returns:
         This attempt's record: the step it resumed from (``None`` on a fresh
@@ -178,7 +212,11 @@ def train(config: TrainConfig, env: ElasticEnv) -> dict:
     write_progress(root, env, record)  # final_step stays None if this attempt dies
     last = (resumed, None)  # (step, whole-batch loss) of the last step trained
     data = regression_batches(config.steps, BATCH, WIDTHS[0], WIDTHS[-1])
+    # A sample counts as a token; Kaplan's 6N FLOPs each, forward and backward.
+    flops_per_sample = 6 * sum(p.numel() for p in model.parameters())
+    pod_samples = BATCH // env.world_size * env.local_world_size  # this pod's share
     for step in range(1 + (resumed or 0), config.steps + 1):
+        start = time.perf_counter()
         if (step, env.attempt, env.rank) == (config.fail_at_step, 0, config.fail_rank):
             write_progress(root, env, {**record, "killed_at_step": step})
             os._exit(1)  # no exception, no clean-up: as a worker the OOM killer hit
@@ -194,6 +232,11 @@ def train(config: TrainConfig, env: ElasticEnv) -> dict:
         total = loss.detach().clone()
         dist.all_reduce(total)  # gloo has no AVG: sum, then divide
         last = (step, total.item() / env.world_size)
+        if exporter is not None:  # the all-reduce above ended the step on every rank
+            seconds = time.perf_counter() - start
+            exporter.observe_step(
+                seconds, pod_samples, last[1], flops_per_sample, config.peak_flops
+            )
         if env.rank == 0:
             print(f"attempt {env.attempt} step {step} loss {last[1]:.6f}", flush=True)
     record.update(final_step=last[0], final_loss=last[1], checksum=checksum(model))
@@ -210,6 +253,12 @@ def parse_args(argv: Sequence[str] | None = None) -> TrainConfig:
     parser.add_argument("--fail-at-step", type=int)
     parser.add_argument("--fail-rank", type=int, default=0)
     parser.add_argument("--backend", choices=BACKENDS, default="auto")
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        help=f"serve /metrics on this port (default: ${METRICS_PORT_ENV}, if set)",
+    )
+    parser.add_argument("--peak-flops", type=float, help="peak FLOP/s, for MFU")
     return TrainConfig(**vars(parser.parse_args(argv)))
 
 
@@ -220,6 +269,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         SystemExit: not started by torchrun, or a bad argument (the message says).
     """
     config = parse_args(argv)
+    if config.metrics_port is None and os.environ.get(METRICS_PORT_ENV):
+        # The rendered pod names its container port in the environment.
+        config = replace(config, metrics_port=int(os.environ[METRICS_PORT_ENV]))
     try:
         env = elastic_env(os.environ)
         check_config(config, env.world_size)
@@ -232,9 +284,18 @@ def main(argv: Sequence[str] | None = None) -> None:
         torch.cuda.set_device(env.local_rank)
     # The rendezvous address comes from torchrun (MASTER_ADDR/PORT): env:// init.
     dist.init_process_group(backend, timeout=timedelta(minutes=5))
+    exporter = None
+    if config.metrics_port is not None and env.local_rank == 0:
+        from aiinfra.cloud.metrics import TrainingExporter  # prometheus_client
+
+        exporter = TrainingExporter(rank_device())
+        port = exporter.start(config.metrics_port, addr="0.0.0.0")  # scraped by pod IP
+        print(f"serving metrics on port {port}", flush=True)
     try:
-        train(config, env)
+        train(config, env, exporter)
     finally:
+        if exporter is not None:
+            exporter.close()
         dist.destroy_process_group()
 
 

@@ -111,6 +111,9 @@ class IncastResult:
         pause_slots: link-slots spent paused by PFC (all links).
         victim_delivered: victim packets delivered before ``completion_slots``.
         queue_trace: depth of port R at the end of every slot.
+        drop_trace: burst packets dropped in every slot.
+        pause_trace: input links paused at the end of every slot.
+        mark_trace: packets ECN-marked on arrival at port R in every slot.
     """
 
     mode: str
@@ -123,6 +126,9 @@ class IncastResult:
     pause_slots: int
     victim_delivered: int
     queue_trace: tuple[int, ...]
+    drop_trace: tuple[int, ...] = ()
+    pause_trace: tuple[int, ...] = ()
+    mark_trace: tuple[int, ...] = ()
 
     @property
     def goodput(self) -> float:
@@ -242,17 +248,21 @@ def simulate_incast(mode: str, config: IncastConfig | None = None) -> IncastResu
     last_cnp = dict.fromkeys(flows, -(10**9))
     sent = dropped = delivered = victim = max_queue = pause_slots = 0
     trace: list[int] = []
+    traces: dict[str, list[int]] = {"drop": [], "pause": [], "mark": []}
+    now = {"drop": 0, "mark": 0}  # this slot's drops and marks
 
     def enqueue(port: _Port, link: object, packet: _Packet) -> None:
         nonlocal dropped
         if port.depth >= buffer:  # only lossy ports fill: PFC pauses before
             dropped += packet[0] != VICTIM
+            now["drop"] += packet[0] != VICTIM
             if packet[0] != VICTIM:
                 heapq.heappush(
                     flows[packet[0]].resend, (packet[2] + c.rto_slots, packet[1])
                 )
             return
         marked = mode == "ecn" and port.depth >= c.ecn_threshold
+        now["mark"] += marked and port is port_r
         port.push(link, packet[:3] + (marked,))
 
     t = 0
@@ -306,9 +316,20 @@ def simulate_incast(mode: str, config: IncastConfig | None = None) -> IncastResu
                     nic.recover(c.dcqcn_g, c.rate_ai)
         max_queue = max(max_queue, port_r.depth)
         trace.append(port_r.depth)
+        traces["pause"].append(sum(paused.values()))
+        for kind in now:
+            traces[kind].append(now[kind])
+            now[kind] = 0
         if delivered == n * size:
             counts = (sent, delivered, dropped, max_queue, pause_slots, victim)
-            return IncastResult(mode, c, t + 1, *counts, tuple(trace))
+            return IncastResult(
+                mode,
+                c,
+                t + 1,
+                *counts,
+                tuple(trace),
+                *(tuple(traces[k]) for k in ("drop", "pause", "mark")),
+            )
         t += 1
         if not (uplink.depth or port_r.depth or cnps or VICTIM in flows):
             # nothing moves until the next resend: skip the idle slots
@@ -318,5 +339,7 @@ def simulate_incast(mode: str, config: IncastConfig | None = None) -> IncastResu
             )
             if idle and due > t:
                 trace.extend([0] * (due - t))
+                for kind in traces:
+                    traces[kind].extend([0] * (due - t))
                 t = due
     raise RuntimeError(f"the burst did not complete in max_slots={c.max_slots}")

@@ -9,11 +9,12 @@ render``) by :mod:`aiinfra.cloud.manifests`; the schemas are those of
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyBboxPatch, Patch
 
-from aiinfra.cloud import crds, gang
+from aiinfra.cloud import crds, gang, kueue
 from aiinfra.cloud import manifests as k8s
 from aiinfra.cloud.cli import REFERENCE_COMMAND, REFERENCE_IMAGE, REFERENCE_NAME
 from aiinfra.cloud.job import TrainingJob
@@ -25,6 +26,7 @@ __all__ = [
     "GANG_NODES",
     "controllers_table",
     "gang_figure",
+    "gang_frames",
     "gang_table",
     "job_figure",
     "kueue_table",
@@ -32,6 +34,7 @@ __all__ = [
     "pod_table",
     "rdma_figure",
     "rdma_table",
+    "tas_table",
     "reference_gpus",
     "reference_nodes",
     "refused_message",
@@ -212,7 +215,7 @@ def rdma_figure() -> Figure:
 
 def kueue_table() -> Table:
     """The waitForPodsReady block of Kueue's Configuration that the book renders."""
-    ready = k8s.kueue_configuration()["waitForPodsReady"]
+    ready = kueue.kueue_configuration()["waitForPodsReady"]
     strategy = ready["requeuingStrategy"]
     rows = [
         [
@@ -375,6 +378,59 @@ def job_figure() -> Figure:
     return fig
 
 
+# The fabric level the book's TAS example asks for: one rack (one leaf switch).
+_TAS_LEVEL = kueue.TOPOLOGY_LEVELS[1]
+
+
+def tas_table() -> Table:
+    """The objects of the rendered topology-aware example and what each sets."""
+    job = replace(_job(), queue="team-a", topology_level=_TAS_LEVEL)
+    topology, flavor, cluster_queue, local_queue = kueue.tas_objects(job, job.nodes)
+    template = k8s.RENDERERS["jobset"](job)[0]["spec"]["replicatedJobs"][0]
+    annotations = template["template"]["spec"]["template"]["metadata"]["annotations"]
+    (quota,) = cluster_queue["spec"]["resourceGroups"][0]["flavors"]
+    gpus = {r["name"]: r["nominalQuota"] for r in quota["resources"]}
+    rows = [
+        [
+            "Topology",
+            "spec.levels",
+            ", ".join(level["nodeLabel"] for level in topology["spec"]["levels"]),
+            "the fabric's levels, coarsest first, as node labels",
+        ],
+        [
+            "ResourceFlavor",
+            "spec.topologyName",
+            flavor["spec"]["topologyName"],
+            "admission checks each domain's free nodes, not only quota",
+        ],
+        [
+            "ClusterQueue",
+            "flavors[].resources[].nominalQuota",
+            f"{quota['name']}, {job.gpu_resource}: {gpus[job.gpu_resource]}",
+            "the flavor's quota, here the job's size",
+        ],
+        [
+            "LocalQueue",
+            "spec.clusterQueue",
+            local_queue["spec"]["clusterQueue"],
+            "the queue the job names in its label",
+        ],
+        [
+            "JobSet",
+            "template.metadata.annotations",
+            "; ".join(f"{k}: {v}" for k, v in annotations.items()),
+            "all pods in one domain of that level, or wait",
+        ],
+    ]
+    return Table(
+        ["kind", "field", "value", "what it does"],
+        rows,
+        note="deploy/k8s/jobset-tas.yaml: the reference job with a queue and a rack "
+        "requirement; Kueue v1beta2's fields.",
+        words=(3,),
+    )
+
+
 def gang_table() -> Table:
     """What gang scheduling adds to the manifests, with Kueue and with Volcano."""
     queued = TrainingJob(
@@ -399,17 +455,18 @@ def gang_table() -> Table:
     )
 
 
-def gang_figure() -> Figure:
-    """Two 2-node jobs on 2 nodes: placed pod by pod, and admitted as gangs."""
-    fig = Figure(figsize=(9, 3.8), layout="constrained")
-    axes = fig.subplots(2, 1, sharex=True)
-    colors = {"A": "#3182bd", "B": "#e6550d"}
-    for ax, is_gang, title in (
-        (axes[0], False, "pod by pod: each job holds one node and waits for the other"),
-        (axes[1], True, "as gangs: a job is admitted only when all its pods fit"),
-    ):
+_GANG_COLORS = {"A": "#3182bd", "B": "#e6550d"}
+_GANG_TITLES = (
+    (False, "pod by pod: each job holds one node and waits for the other"),
+    (True, "as gangs: a job is admitted only when all its pods fit"),
+)
+
+
+def _draw_gang(axes: list, upto: int, fontsize: float) -> None:
+    """Both policies' first ``upto`` steps: a bar per node a job holds in a step."""
+    for ax, (is_gang, title) in zip(axes, _GANG_TITLES, strict=True):
         steps = gang.schedule(GANG_NODES, list(GANG_JOBS), is_gang, GANG_HORIZON)
-        for t, held in enumerate(steps):
+        for t, held in enumerate(steps[:upto]):
             row = 0
             for j in GANG_JOBS:
                 for _ in range(held[j.name]):
@@ -418,17 +475,39 @@ def gang_figure() -> Figure:
                         row,
                         1,
                         left=t,
-                        color=colors[j.name],
+                        color=_GANG_COLORS[j.name],
                         alpha=1.0 if running else 0.35,
                         edgecolor="white",
                     )
                     row += 1
-        ax.set_yticks(range(GANG_NODES), [f"node {n}" for n in range(GANG_NODES)])
-        ax.set_title(title, fontsize=10)
-    axes[1].set_xlabel("time step (light: holding a node, waiting; dark: running)")
-    handles = [Patch(color=c, label=f"job {name}") for name, c in colors.items()]
-    axes[0].legend(handles=handles, loc="upper right", fontsize=9)
+        ax.set_xlim(0, GANG_HORIZON)
+        ax.set_ylim(-0.6, GANG_NODES - 0.4)
+        labels = [f"node {n}" for n in range(GANG_NODES)]
+        ax.set_yticks(range(GANG_NODES), labels, fontsize=fontsize)
+        ax.tick_params(labelsize=fontsize)
+        ax.set_title(title, fontsize=fontsize)
+    axes[-1].set_xlabel(
+        "time step (light: holding a node, waiting; dark: running)", fontsize=fontsize
+    )
+    handles = [Patch(color=c, label=f"job {name}") for name, c in _GANG_COLORS.items()]
+    axes[0].legend(handles=handles, loc="upper right", fontsize=fontsize * 0.9)
+
+
+def gang_figure() -> Figure:
+    """Two 2-node jobs on 2 nodes: placed pod by pod, and admitted as gangs."""
+    fig = Figure(figsize=(9, 3.8), layout="constrained")
+    _draw_gang(fig.subplots(2, 1, sharex=True), GANG_HORIZON, 10)
     return fig
+
+
+def gang_frames() -> list[Figure]:
+    """The same two schedules, one time step more on each frame."""
+    frames = []
+    for upto in range(1, GANG_HORIZON + 1):
+        fig = Figure(figsize=(10, 5), layout="constrained")
+        _draw_gang(fig.subplots(2, 1, sharex=True), upto, 15)
+        frames.append(fig)
+    return frames
 
 
 def kubernetes_version() -> str:

@@ -24,9 +24,17 @@ from prometheus_client.parser import text_string_to_metric_families
 from torch import nn
 
 from aiinfra import results
-from aiinfra.cloud import dashboard
+from aiinfra.cloud import dashboard, scrape
 from aiinfra.cloud.alerts import XID_CLASSES, alert_rules
+from aiinfra.cloud.cli import (
+    CKPT_CLAIM,
+    METRICS_PORT,
+    REFERENCE_COMMAND,
+    REFERENCE_IMAGE,
+)
 from aiinfra.cloud.dashboard import grafana_dashboard
+from aiinfra.cloud.job import REFERENCE_NAME, TrainingJob
+from aiinfra.cloud.manifests import RENDERERS
 from aiinfra.cloud.metrics import DCGM_METRICS, TRAINING_METRICS, TrainingExporter
 from aiinfra.report import Table
 
@@ -310,3 +318,59 @@ def dashboard_figure() -> Figure:
     handles = [Patch(fc=c, ec="black", label=k) for k, c in _COLORS.items()]
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.06), ncol=2)
     return fig
+
+
+def _reference_job() -> TrainingJob:
+    """The book's reference job as ``aiinfra k8s render`` renders it by default."""
+    return TrainingJob(
+        REFERENCE_NAME,
+        REFERENCE_IMAGE,
+        REFERENCE_COMMAND,
+        2,
+        8,
+        metrics_port=METRICS_PORT,
+        ckpt_claim=CKPT_CLAIM,
+    )
+
+
+def scrape_labels_table() -> Table:
+    """The labels that tie a training pod's series to its GPUs' series."""
+    job = _reference_job()
+    objects = RENDERERS["jobset"](job)
+    monitor = objects[-1]  # the PodMonitor, last
+    pod_labels = objects[0]["spec"]["replicatedJobs"][0]["template"]["spec"][
+        "template"
+    ]["metadata"]["labels"]
+    service = scrape.dcgm_service_monitor()
+    chart = {scrape.DCGM_NAME_LABEL: scrape.DCGM_CHART}
+    # An Indexed Job's pod is <job>-<index>-<random suffix>; the JobSet's job is
+    # <jobset>-<replicated job>-<job index>, so pod 0 starts with its hostname.
+    pod = job.head_host("jobset").split(".")[0] + "-<random>"
+    rows = [
+        [
+            "job",
+            scrape.target_job(monitor, pod_labels),
+            scrape.target_job(service, chart, scrape.DCGM_CHART),
+            "the monitor's jobLabel: a label of the pod (of the Service)",
+        ],
+        [
+            "namespace",
+            job.namespace,
+            job.namespace,
+            "the pod's namespace; dcgm-exporter: that of the pod holding the GPU",
+        ],
+        [
+            "pod",
+            pod,
+            pod,
+            "the pod's name; dcgm-exporter: the pod holding the GPU",
+        ],
+    ]
+    columns = ["label", "the job's series", "its GPUs' series", "set by"]
+    note = (
+        "The PodMonitor and the ServiceMonitor that aiinfra k8s render and aiinfra "
+        "k8s monitoring write, as prometheus-operator turns them into scrape jobs; "
+        "the GPUs' pod labels are dcgm-exporter's Kubernetes mode, kept by "
+        "honorLabels. The pod name's last five characters are random."
+    )
+    return Table(columns, rows, note, words=(3,))

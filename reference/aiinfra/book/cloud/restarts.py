@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from functools import cache
 
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from aiinfra import results
@@ -18,6 +19,7 @@ __all__ = [
     "agent_table",
     "attempts_table",
     "restart_figure",
+    "restart_frames",
     "restart_seconds",
     "restart_value",
     "retrained_in_run",
@@ -83,14 +85,24 @@ def agent_table() -> Table:
     )
 
 
-def restart_figure() -> Figure:
-    """The steps each attempt trained, with the checkpoints and the failure."""
+# The steps of the restart the frames walk through, in order.
+_RESTART_PHASES = ("train", "kill", "rendezvous", "resume")
+
+
+def _draw_restart(ax: Axes, phase: str, fontsize: float) -> None:
+    """The measured run up to ``phase`` of :data:`_RESTART_PHASES`.
+
+    ``train``: attempt 0's steps and its commits; ``kill``: the worker dies;
+    ``rendezvous``: torchrun stops the group and the agents meet again;
+    ``resume``: attempt 1 loads the last commit and trains to the end.
+    """
+    shown = _RESTART_PHASES[: _RESTART_PHASES.index(phase) + 1]
     res = _bench()
     cfg = res["config"]
-    fig = Figure(figsize=(9, 3.2), layout="constrained")
-    ax = fig.add_subplot()
     attempts = sorted({r["attempt"] for r in res["restarted"]["records"]})
     for row, attempt in enumerate(reversed(attempts)):
+        if attempt > 0 and "resume" not in shown:
+            continue
         recs = [r for r in res["restarted"]["records"] if r["attempt"] == attempt]
         start = (recs[0]["resumed_from"] or 0) + 1
         killed = [r["killed_at_step"] for r in recs if "killed_at_step" in r]
@@ -104,9 +116,9 @@ def restart_figure() -> Figure:
             color="#31a354",
             s=90,
             zorder=3,
-            label="checkpoint committed" if row == 0 else None,
+            label="checkpoint committed" if attempt == 0 else None,
         )
-        if killed:
+        if killed and "kill" in shown:
             ax.scatter(
                 [killed[0] - 0.5],
                 [row],
@@ -116,17 +128,43 @@ def restart_figure() -> Figure:
                 zorder=4,
                 label="worker killed",
             )
+        if killed and "rendezvous" in shown:
+            ax.annotate(
+                "every worker stopped; the agents meet again",
+                ((cfg["steps"] + 1) / 2, row - 0.45),
+                fontsize=fontsize,
+                ha="center",
+                color="#d62728",
+            )
         if recs[0]["resumed_from"]:
             ax.annotate(
                 "resumes from the last checkpoint",
                 (start - 0.5, row + 0.3),
-                fontsize=9,
+                fontsize=fontsize,
                 ha="left",
             )
-    ax.set_yticks(range(len(attempts)), [f"attempt {a}" for a in reversed(attempts)])
+    labels = [f"attempt {a}" for a in reversed(attempts)]
+    ax.set_yticks(range(len(attempts)), labels, fontsize=fontsize)
     ax.set_xticks(range(1, cfg["steps"] + 1))
+    ax.tick_params(labelsize=fontsize)
     ax.set_xlim(0.3, cfg["steps"] + 0.7)
     ax.set_ylim(-0.6, len(attempts) - 0.2)
-    ax.set_xlabel("training step")
-    ax.legend(loc="upper right", fontsize=9)
+    ax.set_xlabel("training step", fontsize=fontsize)
+    ax.legend(loc="upper right", fontsize=fontsize)
+
+
+def restart_figure() -> Figure:
+    """The steps each attempt trained, with the checkpoints and the failure."""
+    fig = Figure(figsize=(9, 3.2), layout="constrained")
+    _draw_restart(fig.add_subplot(), _RESTART_PHASES[-1], 9)
     return fig
+
+
+def restart_frames() -> list[Figure]:
+    """The measured restart, one phase per frame: train, kill, rendezvous, resume."""
+    frames = []
+    for phase in _RESTART_PHASES:
+        fig = Figure(figsize=(10, 5), layout="constrained")
+        _draw_restart(fig.add_subplot(), phase, 14)
+        frames.append(fig)
+    return frames

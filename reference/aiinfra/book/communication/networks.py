@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from functools import cache
 
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyBboxPatch
 
@@ -222,25 +223,69 @@ def victim_figure() -> Figure:
 # ECN and DCQCN
 
 
+_ZOOM_SLOTS = 48  # the frames' close-up: the burst's first slots
+
+
+def _window() -> int:  # slots the whole-burst views show: twice PFC's burst
+    return 2 * _run("pfc", STEADY, FOCUS_SENDERS).completion_slots
+
+
+def _draw_queue(
+    ax: Axes, modes: tuple[str, ...], upto: int, fontsize: float | str
+) -> None:
+    """Port R's depth over the first ``upto`` slots of each mode's long burst.
+
+    With one mode, its events too: drops (lossy) at the buffer's line, slots with
+    a paused link (PFC) as a band at the top, ECN marks at the threshold.
+    """
+    us = _slot_us()
+    for mode in modes:
+        r = _run(mode, STEADY, FOCUS_SENDERS)
+        trace = r.queue_trace[:upto]
+        x = [i * us for i in range(len(trace))]
+        ax.plot(x, trace, color=_COLOR[mode], label=_LABEL[mode], lw=1)
+        if len(modes) > 1:
+            continue
+        events = (
+            (r.drop_trace, STEADY.buffer_packets, "x", "tab:red", "dropped"),
+            (r.pause_trace, STEADY.buffer_packets + 4, "|", "tab:blue", "paused"),
+            (r.mark_trace, STEADY.ecn_threshold, ".", "tab:green", "ECN-marked"),
+        )
+        for counts, y, marker, color, label in events:
+            at = [i * us for i, n in enumerate(counts[:upto]) if n]
+            if at:
+                ax.scatter(at, [y] * len(at), marker=marker, color=color, label=label)
+    ax.axhline(STEADY.buffer_packets, color="tab:red", ls="--", lw=1, label="buffer")
+    ax.axhline(STEADY.ecn_threshold, color="k", ls=":", label="ECN threshold")
+    ax.set_xlim(0, upto * us)
+    ax.set_ylim(0, STEADY.buffer_packets + 8)
+    ax.set_xlabel("time (µs)", fontsize=fontsize)
+    ax.set_ylabel("queue at the receiver's port (packets)", fontsize=fontsize)
+    ax.tick_params(labelsize=fontsize)
+    ax.legend(fontsize=fontsize, loc="center right")
+
+
 def queue_figure() -> Figure:
     """Depth of the receiver's switch port over time, ``FOCUS_SENDERS`` senders."""
     fig = Figure(figsize=(6.5, 3.4), layout="constrained")
-    ax = fig.add_subplot()
-    for mode in MODES:
-        trace = _run(mode, STEADY, FOCUS_SENDERS).queue_trace[
-            : 2 * _run("pfc", STEADY, FOCUS_SENDERS).completion_slots
-        ]
-        ax.plot(
-            [i * _slot_us() for i in range(len(trace))],
-            trace,
-            color=_COLOR[mode],
-            label=_LABEL[mode],
-            lw=1,
-        )
-    ax.axhline(STEADY.ecn_threshold, color="k", ls=":", label="ECN threshold")
-    ax.set(xlabel="time (µs)", ylabel="queue at the receiver's port (packets)")
-    ax.legend(fontsize="small")
+    _draw_queue(fig.add_subplot(), MODES, _window(), "small")
     return fig
+
+
+def incast_frames() -> list[Figure]:
+    """The burst's first slots on each network, then ECN's and all three's whole run.
+
+    Lossy: the queue fills and drops; PFC: it fills and pauses; ECN: marks from
+    the first slot, pauses until the rate cuts arrive; then the whole burst.
+    """
+    views = [((mode,), _ZOOM_SLOTS) for mode in MODES]
+    views += [(("ecn",), _window()), (MODES, _window())]
+    frames = []
+    for modes, upto in views:
+        fig = Figure(figsize=(10, 5), layout="constrained")
+        _draw_queue(fig.add_subplot(), modes, upto, 14)
+        frames.append(fig)
+    return frames
 
 
 def _mean_queue(mode: str) -> float:  # packets, ``FOCUS_SENDERS`` long bursts
