@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import copy
-
 import pytest
 import torch
 from aiinfra import results
@@ -14,7 +12,7 @@ from aiinfra.infer.speculative.bench import (
 )
 from aiinfra.infer.speculative.cached import rollback, speculative_generate_cached
 from aiinfra.infer.speculative.decoding import speculative_generate
-from aiinfra.models.config import TransformerConfig
+from aiinfra.infer.speculative.toys import noisy_copy, scaled_model
 from aiinfra.models.transformer import Transformer, generate_greedy
 
 CHI2_999_DF3 = 16.266  # chi-square quantile at 0.999, 3 degrees of freedom (tables)
@@ -23,30 +21,13 @@ SMALL = {"d_model": 16, "n_layers": 1, "n_heads": 2, "d_ff": 32}
 
 def _model(seed: int, scale: float = 1.0, **shape: int) -> Transformer:
     """A small model from a fixed seed; ``scale`` multiplies every weight."""
-    shape = {"vocab_size": 32, "d_model": 32, "n_layers": 2, "max_seq_len": 64} | shape
-    with torch.random.fork_rng():
-        torch.manual_seed(seed)
-        model = Transformer(TransformerConfig(**shape))
-    with torch.no_grad():
-        for w in model.parameters():
-            if w.dim() == 2:
-                w.mul_(scale)
-    return model.eval()
-
-
-def _noisy_copy(model: Transformer, sigma: float) -> Transformer:
-    """The model with every weight perturbed by N(0, sigma^2) noise, fixed seed."""
-    draft = copy.deepcopy(model)
-    g = torch.Generator().manual_seed(1)
-    with torch.no_grad():
-        for w in draft.parameters():
-            w.add_(sigma * torch.randn(w.shape, generator=g))
-    return draft
+    base = {"vocab_size": 32, "d_model": 32, "n_layers": 2, "max_seq_len": 64}
+    return scaled_model(seed, scale, **(base | shape))
 
 
 def test_greedy_equals_target_greedy_for_every_k() -> None:
     target = _model(0, scale=5.0, **SMALL)  # scaled: peaked laws, no early cycle
-    draft = _noisy_copy(target, 0.05)
+    draft = noisy_copy(target, 0.05)
     prompt = torch.tensor([[1, 5, 9, 3]])
     want = generate_greedy(target, prompt, 14)
     for k in (1, 4):
@@ -161,7 +142,7 @@ def test_bench_baseline_and_acceptance_by_independent_means() -> None:
     # a draft identical to the target is always accepted: alpha = 1
     out = generate_greedy(model, prompt, 6)
     assert mean_acceptance(model, model, out, 2, 1.0) == pytest.approx(1.0)
-    other = _noisy_copy(model, 0.5)
+    other = noisy_copy(model, 0.5)
     assert 0 < mean_acceptance(model, other, out, 2, 1.0) < 0.99
 
 

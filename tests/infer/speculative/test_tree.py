@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import copy
-
 import pytest
 import torch
+from aiinfra.infer.speculative.toys import noisy_copy, scaled_model
 from aiinfra.infer.speculative.tree import (
     keep_path,
     tree_depths,
@@ -14,38 +13,22 @@ from aiinfra.infer.speculative.tree import (
     tree_size,
     tree_speculative_generate,
 )
-from aiinfra.models.config import TransformerConfig
 from aiinfra.models.transformer import Transformer, generate_greedy
+
+SHAPE = {
+    "vocab_size": 32,
+    "d_model": 32,
+    "n_layers": 2,
+    "n_heads": 4,
+    "n_kv_heads": 2,
+    "d_ff": 64,
+    "max_seq_len": 96,
+}
 
 
 def _model(seed: int, scale: float = 5.0, **shape: object) -> Transformer:
     """A small random model; ``scale`` sharpens its laws (no early cycles)."""
-    shape = {
-        "vocab_size": 32,
-        "d_model": 32,
-        "n_layers": 2,
-        "n_heads": 4,
-        "n_kv_heads": 2,
-        "d_ff": 64,
-        "max_seq_len": 96,
-    } | shape
-    with torch.random.fork_rng():
-        torch.manual_seed(seed)
-        model = Transformer(TransformerConfig(**shape))
-    with torch.no_grad():
-        for w in model.parameters():
-            if w.dim() == 2:
-                w.mul_(scale)
-    return model.eval()
-
-
-def _noisy(model: Transformer, sigma: float) -> Transformer:
-    draft = copy.deepcopy(model)
-    g = torch.Generator().manual_seed(1)
-    with torch.no_grad():
-        for w in draft.parameters():
-            w.add_(sigma * torch.randn(w.shape, generator=g))
-    return draft
+    return scaled_model(seed, scale, **(SHAPE | shape))
 
 
 def test_tree_mask_by_hand() -> None:
@@ -103,7 +86,7 @@ def test_keep_path_leaves_the_cache_of_the_accepted_sequence() -> None:
 @pytest.mark.parametrize("branching", [(1,), (1, 1, 1), (2, 2), (3, 2, 1), (4,)])
 def test_tree_speculation_equals_greedy_decoding(branching: tuple[int, ...]) -> None:
     target = _model(0)
-    draft = _noisy(target, 0.03)
+    draft = noisy_copy(target, 0.03)
     prompt = torch.tensor([[1, 5, 9, 3]])
     want = generate_greedy(target, prompt, 30)
     got = tree_speculative_generate(target, draft, prompt, 30, branching)
@@ -115,7 +98,7 @@ def test_tree_speculation_equals_greedy_decoding(branching: tuple[int, ...]) -> 
 
 def test_a_wider_tree_accepts_at_least_as_much_here() -> None:
     target = _model(0)
-    draft = _noisy(target, 0.05)
+    draft = noisy_copy(target, 0.05)
     prompt = torch.tensor([[1, 5, 9, 3]])
     chain = tree_speculative_generate(target, draft, prompt, 40, (1, 1, 1))
     tree = tree_speculative_generate(target, draft, prompt, 40, (3, 2, 1))

@@ -13,7 +13,6 @@ published (its Sec. 5.4.3), not measured here.
 from __future__ import annotations
 
 import contextlib
-import copy
 import functools
 from collections.abc import Iterator
 
@@ -23,6 +22,7 @@ from matplotlib.figure import Figure
 from aiinfra.accelerators import GPUS
 from aiinfra.infer.speculative.bench import mean_acceptance, sample_cached
 from aiinfra.infer.speculative.decoding import expected_tokens_per_call
+from aiinfra.infer.speculative.toys import noisy_copy, scaled_model
 from aiinfra.infer.speculative.tree import (
     tree_depths,
     tree_mask,
@@ -30,7 +30,6 @@ from aiinfra.infer.speculative.tree import (
     tree_speculative_generate,
 )
 from aiinfra.infer.step_cost import decode_step, fused_step, roof_time
-from aiinfra.models.config import TransformerConfig
 from aiinfra.models.presets import preset
 from aiinfra.models.transformer import Transformer, generate_greedy
 from aiinfra.report import Table
@@ -59,20 +58,8 @@ TREE_NODES = (1, 2, 4, 8, 16, 32, 64, 128)  # drafted nodes per sequence
 @functools.cache
 def _pair(sigma: float = TOY_SIGMA) -> tuple[Transformer, Transformer]:
     """The toy target and its noisy copy, from fixed seeds."""
-    cfg = TransformerConfig(**TOY_SHAPE, max_seq_len=128)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        target = Transformer(cfg).eval()
-    draft = copy.deepcopy(target)
-    g = torch.Generator().manual_seed(1)
-    with torch.no_grad():
-        for w in target.parameters():
-            if w.dim() == 2:
-                w.mul_(TOY_SCALE)
-        draft.load_state_dict(target.state_dict())
-        for w in draft.parameters():
-            w.add_(sigma * torch.randn(w.shape, generator=g))
-    return target, draft.eval()
+    target = scaled_model(0, TOY_SCALE, **TOY_SHAPE, max_seq_len=128)
+    return target, noisy_copy(target, sigma)
 
 
 @functools.cache

@@ -70,7 +70,7 @@ def fsdp2_traffic(setting: str, micro_batches: int) -> int:
     return gathers + reduce_scatters
 
 
-def _padded_psi(model: nn.Module, n_ranks: int) -> int:
+def padded_psi(model: nn.Module, n_ranks: int) -> int:
     """Psi with each parameter's dim 0 padded to a multiple of ``n_ranks`` (FSDP2)."""
     total = 0
     for p in model.parameters():
@@ -102,7 +102,7 @@ def _rank_counts(micro_batches: int) -> dict[str, float]:
     try:
         for name, (sync, after_forward, after_backward) in FSDP2_SETTINGS.items():
             model = mlp(WIDTHS)
-            psi = _padded_psi(model, dist.get_world_size())
+            psi = padded_psi(model, dist.get_world_size())
             for layer in model:
                 if isinstance(layer, nn.Linear):
                     fully_shard(layer, mesh=mesh, reshard_after_forward=after_forward)

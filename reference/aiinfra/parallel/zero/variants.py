@@ -36,6 +36,7 @@ from aiinfra import checks
 from aiinfra.comm.cost import LINKS
 from aiinfra.distributed import run_distributed
 from aiinfra.parallel.toy import mlp, regression_batches
+from aiinfra.parallel.zero.fsdp2_sync import padded_psi
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -231,15 +232,6 @@ def ring_sum_error(n_ranks: int, wire: torch.dtype, numel: int = 4096) -> float:
     return float((running.double() - exact).norm() / exact.norm())
 
 
-def _padded_psi(model: nn.Module, n_ranks: int) -> int:
-    """Psi with each parameter's dim 0 padded to a multiple of ``n_ranks`` (FSDP2)."""
-    total = 0
-    for p in model.parameters():
-        rows = -(-p.shape[0] // n_ranks) * n_ranks
-        total += rows * (p.numel() // p.shape[0])
-    return total
-
-
 def toy_collective_bytes(variant: str, world_size: int = 4) -> dict[str, float]:
     """The formula for the toy's run: bytes per rank and step, by collective.
 
@@ -253,7 +245,7 @@ def toy_collective_bytes(variant: str, world_size: int = 4) -> dict[str, float]:
     checks.integer("world_size", world_size, low=2)
     replicas = 2 if mesh == "2-D" else 1
     shard = world_size // replicas
-    psi = _padded_psi(mlp(WIDTHS), shard)
+    psi = padded_psi(mlp(WIDTHS), shard)
     return sharding_collective_bytes(psi, shard, replicas, param_bytes, reduce_bytes)
 
 
