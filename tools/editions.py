@@ -121,6 +121,11 @@ def sphinx_build(
     ]
     if fresh:
         args += ["-E"]
+    if builder == "epub":
+        # Every page written again: it reads nothing (the singlehtml build just did),
+        # and Sphinx would otherwise write only the pages whose source is newer than
+        # their output, keeping a references page whose ids predate new citations.
+        args += ["-a"]
     args += [str(DOCS), str(out)]
     return languages.run_build(args, lang, threads, ROOT)
 

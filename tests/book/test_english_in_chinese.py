@@ -33,7 +33,7 @@ from .test_glossary import GLOSSARY, read_glossary
 # What the Chinese edition writes as it is, beyond the glossary and identifiers.
 NAMES = frozenset(
     # products, companies and hardware
-    "NVIDIA Google Microsoft Meta Instinct Infinity Fabric NVSwitch torus Ascend"
+    "NVIDIA Google Microsoft Meta Huawei Instinct Infinity Fabric NVSwitch torus Ascend"
     " scale-up scale-out socket"
     # libraries, tools and the packages a figure lists
     " Kubernetes PCIe"
