@@ -35,6 +35,11 @@ def exec_timeout_600_s() -> float:
     return env.exec_timeout(600, "atlas-training")
 
 
+def exec_timeout_step_s() -> int:
+    """The step the Atlas training series rounds HCCL_EXEC_TIMEOUT down to, s."""
+    return env.EXEC_STEP
+
+
 def rdma_timeout_default_s() -> float:
     """The shortest RoCE retransmission timeout at HCCL_RDMA_TIMEOUT's default, s."""
     return env.rdma_timeout(20)
