@@ -211,10 +211,10 @@ COMMANDS = (
     Command(
         "quantize",
         None,
-        "train a small model, quantize it (RTN, SmoothQuant, AWQ, GPTQ), print ppl",
+        "train a small model, quantize it (RTN, SmoothQuant, AWQ, GPTQ, FP8): ppl",
         add_quantize,
         run_quantize,
-        runs="trains a small model 600 steps, then quantizes it 11 ways; a few minutes",
+        runs="trains a small model 600 steps, then quantizes it 15 ways; a few minutes",
     ),
     Command(
         "serve",

@@ -130,7 +130,8 @@ def test_run_and_stamp_write_every_run(tmp_path: object) -> None:
     body = run_quant_eval(MICRO)
     path = results.write(KIND, body, backend="cpu", world_size=1, path=tmp_path / "q")
     data = json.loads(path.read_text())
-    assert data["stamp"]["backend"] == "cpu" and len(data["rows"]) == 11
+    assert data["stamp"]["backend"] == "cpu" and len(data["rows"]) == 15
+    assert {"fp8-w8", "int8-w8", "fp8-w8-g32", "int8-w8-g32"} <= set(data["layers"])
     assert set(data["layers"]["gptq-w4-g32"][0]) == {
         "layer",
         "weight_err",
@@ -171,3 +172,18 @@ def test_bad_config_raises(change: dict, match: str) -> None:
 def test_perplexity_rejects_one_token() -> None:
     with pytest.raises(ValueError, match="tokens must be"):
         perplexity(torch.nn.Identity(), torch.zeros(2, 1, dtype=torch.long))
+
+
+def test_the_commands_announcement_counts_the_runs():
+    from aiinfra.infer.cli import COMMANDS
+    from aiinfra.infer.quant.evaluate import DEFAULT_RUNS
+
+    (quantize,) = [c for c in COMMANDS if c.words == "quantize"]
+    assert f"quantizes it {len(DEFAULT_RUNS)} ways" in quantize.runs
+
+
+def test_format_runs_are_8_bit_and_tile_the_layers():
+    with pytest.raises(ValueError, match="fp8 runs at 8 bits"):
+        run_quant_eval(MICRO, (("fp8", 4, None),))
+    with pytest.raises(ValueError, match="group_size must divide"):
+        run_quant_eval(MICRO, (("int8", 8, 7),))

@@ -2,6 +2,9 @@
 
 The W8A8 errors are computed at build time on one synthetic layer whose
 activations have a few outlier channels (fixed generators, well under a second);
+those of a trained model's own layers are read from the stamped result
+``quant-eval`` (:func:`aiinfra.infer.quant.evaluate.run_quant_eval`, which
+``aiinfra quantize --stamp`` writes: the model is trained for minutes);
 the decode-step bytes and the tokens/s bounds are the cost model of
 :func:`aiinfra.infer.step_cost.decode_step_bytes` with the HBM bandwidth of the
 accelerators' datasheets.
@@ -10,16 +13,20 @@ accelerators' datasheets.
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import torch
 from matplotlib.figure import Figure
 from torch import Tensor
 
+from aiinfra import results
 from aiinfra.accelerators import GPUS
+from aiinfra.infer.quant import evaluate as quant_eval
 from aiinfra.infer.quant.w8a8 import FORMATS, SCALINGS, w8a8_error
 from aiinfra.infer.step_cost import decode_step_bytes
 from aiinfra.models.presets import preset
 from aiinfra.report import Table
+from aiinfra.results import measured_on
 
 FP8_TOKENS, FP8_IN, FP8_OUT = 256, 512, 512  # the demonstration layer
 FP8_OUTLIER_CHANNELS = (7, 200, 300)  # input channels scaled up
@@ -106,6 +113,111 @@ def fp8_error_figure() -> Figure:
     ax.set_ylabel("relative error of X W^T (%)")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
+    return fig
+
+
+@functools.cache
+def _model_runs() -> dict[str, dict[str, Any]]:
+    """The stamped evaluation's runs by key, and the evaluation itself as ``""``."""
+    res = results.load(quant_eval.KIND, "cpu")
+    return {"": res} | {r["key"]: r for r in res["rows"]}
+
+
+def _model_key(fmt: str, tiles: bool) -> str:
+    if fmt not in quant_eval.FORMAT_METHODS:
+        raise ValueError(f"fmt must be one of {quant_eval.FORMAT_METHODS}, got {fmt!r}")
+    if not isinstance(tiles, bool):
+        raise TypeError(f"tiles must be a bool, got {tiles!r}")
+    return f"{fmt}-w8" + (f"-g{fp8_model_group()}" if tiles else "")
+
+
+def fp8_model_group() -> int:
+    """The tile edge g of the trained model's runs (1 x g inputs, g x g weights)."""
+    groups = {
+        r["group_size"]
+        for k, r in _model_runs().items()
+        if k and r["method"] in quant_eval.FORMAT_METHODS
+    }
+    (group,) = groups - {None}
+    return group
+
+
+def fp8_model_error(fmt: str, tiles: bool = False) -> float:
+    """Mean relative output error (%) of the trained model's layers in W8A8.
+
+    ``tiles``: 1 x g tiles and g x g blocks (:func:`fp8_model_group`), else one
+    scale per tensor.
+    """
+    return 100 * _model_runs()[_model_key(fmt, tiles)]["output_err"]
+
+
+def fp8_model_layer_error(fmt: str, layer: str, tiles: bool = False) -> float:
+    """Relative output error (%) of one layer of the trained model in W8A8."""
+    errs = {e["layer"]: e for e in _model_runs()[""]["layers"][_model_key(fmt, tiles)]}
+    if layer not in errs:
+        raise ValueError(f"layer must be one of {sorted(errs)}, got {layer!r}")
+    return 100 * errs[layer]["output_err"]
+
+
+def fp8_model_ppl_change(fmt: str, tiles: bool = False) -> float:
+    """Held-out perplexity change (%) of the trained model in W8A8, vs float."""
+    runs = _model_runs()
+    return 100 * (runs[_model_key(fmt, tiles)]["ppl"] / runs["float-w16"]["ppl"] - 1)
+
+
+def _model_runs_shown() -> list[tuple[str, bool]]:
+    return [(f, tiles) for tiles in (False, True) for f in FORMATS]
+
+
+def _model_label(fmt: str, tiles: bool) -> str:
+    g = fp8_model_group()
+    return f"{fmt}, " + (f"1x{g} tiles / {g}x{g} blocks" if tiles else "per tensor")
+
+
+def fp8_model_table() -> Table:
+    """The trained model in W8A8, FP8 and INT8, per tensor and by tiles and blocks."""
+    rows = [
+        [
+            _model_label(f, g),
+            round(_model_runs()[_model_key(f, g)]["ppl"], 3),
+            round(fp8_model_ppl_change(f, g), 2) + 0.0,  # no "-0"
+            round(fp8_model_error(f, g), 2),
+        ]
+        for f, g in _model_runs_shown()
+    ]
+    res = _model_runs()[""]
+    on, fields = measured_on(res["stamp"])
+    c = res["config"]["model"]
+    fields |= {"width": c["d_model"], "layers": c["n_layers"]}
+    fields["ppl"] = f"{_model_runs()['float-w16']['ppl']:.3f}"
+    return Table(
+        ["scales", "perplexity", "vs float (%)", "output err (%)"],
+        rows,
+        note="Held-out perplexity of the trained model with every linear layer in "
+        "W8A8, and the relative output error averaged over its layers.",
+        stamp=on + "; h = {width}, L = {layers}; float perplexity {ppl}",
+        fields=fields,
+    )
+
+
+def fp8_model_figure() -> Figure:
+    """Each layer's W8A8 output error in the trained model, FP8 against INT8."""
+    fig = Figure(figsize=(6.4, 3.2), layout="constrained")
+    ax = fig.add_subplot()
+    layers = _model_runs()[""]["layers"]
+    shown = _model_runs_shown()
+    names = [e["layer"].removeprefix("blocks.") for e in layers[_model_key(*shown[0])]]
+    width = 0.8 / len(shown)
+    colors = {"fp8": ("tab:blue", "tab:cyan"), "int8": ("tab:red", "tab:orange")}
+    for i, (f, g) in enumerate(shown):
+        errs = [100 * e["output_err"] for e in layers[_model_key(f, g)]]
+        xs = [j + (i - (len(shown) - 1) / 2) * width for j in range(len(errs))]
+        color = colors[f][g]
+        ax.bar(xs, errs, width, color=color, label=_model_label(f, g))
+    ax.set_xticks(range(len(names)), names, rotation=60, ha="right", fontsize=7)
+    ax.set_ylabel("relative output error (%)")
+    ax.legend(fontsize=7)
+    ax.grid(True, axis="y", alpha=0.3)
     return fig
 
 

@@ -146,7 +146,12 @@ def qc_awq_figure() -> Figure:
 
 @functools.cache
 def _eval() -> dict[str, Any]:
-    return results.load(quant_eval.KIND, "cpu")
+    """The stamped evaluation, without the FP8 page's runs (one format by tiles)."""
+    res = dict(results.load(quant_eval.KIND, "cpu"))
+    res["rows"] = [
+        r for r in res["rows"] if r["method"] not in quant_eval.FORMAT_METHODS
+    ]
+    return res
 
 
 def _row(key: str) -> dict[str, Any]:

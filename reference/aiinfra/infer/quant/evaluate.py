@@ -27,17 +27,23 @@ from aiinfra.infer.quant.awq import awq_search, awq_weight
 from aiinfra.infer.quant.gptq import gptq_hessian, gptq_quantize
 from aiinfra.infer.quant.rtn import SCHEMES, dequantize, quantize
 from aiinfra.infer.quant.smoothquant import W8A8Linear, smoothing_scales
+from aiinfra.infer.quant.w8a8 import FakeW8A8Linear
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.transformer import Transformer
 
 KIND = "quant-eval"  # its kind of aiinfra.results
 ERRORS = ("weight_err", "output_err")  # relative Frobenius errors, per layer
-METHODS = ("float", "rtn", "awq", "gptq", "w8a8", "smoothquant")
+METHODS = ("float", "rtn", "awq", "gptq", "w8a8", "smoothquant", "fp8", "int8")
+# W8A8 in one format with DeepSeek-V3's shape of scale groups (the FP8 page): group
+# None, one scale per tensor; group g, 1 x g tiles of the input and g x g blocks of
+# the weight (128 in V3, whose layers are 7168 wide; this model's are 64).
+FORMAT_METHODS = ("fp8", "int8")
 # (method, bits, group_size) of the book's table; group None: one scale per row.
 DEFAULT_RUNS = (
     ("float", 16, None),
     *((m, 8, None) for m in ("rtn", "gptq", "w8a8", "smoothquant")),
     *((m, 4, g) for g in (None, 32) for m in ("rtn", "awq", "gptq")),
+    *((m, 8, g) for g in (None, 32) for m in FORMAT_METHODS),
 )
 
 
@@ -164,6 +170,9 @@ def _replace(
     """``lins`` (which read ``x``) replaced by ``run = (method, bits, group)``."""
     method, bits, group = run
     ws = [lin.weight.detach() for lin in lins]
+    if method in FORMAT_METHODS:
+        blocks = (None, None) if group is None else ((1, group), (group, group))
+        return [FakeW8A8Linear(lin, method, *blocks) for lin in lins]
     if method in ("w8a8", "smoothquant"):
         smoothed = method == "smoothquant"
         s = smoothing_scales(x.abs().amax(0), ws, cfg.alpha) if smoothed else None
@@ -252,7 +261,7 @@ def run_quant_eval(
     for method, bits, group in runs:
         if method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-        if method in ("w8a8", "smoothquant") and bits != 8:
+        if method in ("w8a8", "smoothquant", *FORMAT_METHODS) and bits != 8:
             raise ValueError(f"{method} runs at 8 bits, got bits={bits!r}")
         h, d_ff = cfg.model.d_model, cfg.model.d_ff
         if group is not None and (h % group or d_ff % group):

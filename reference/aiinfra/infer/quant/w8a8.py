@@ -13,7 +13,7 @@ product with an fp32 accumulator gives up to the accumulator's rounding.
 from __future__ import annotations
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from aiinfra.precision.fp8 import block_amax, dequantize_fp8, quantize_fp8
 
@@ -103,3 +103,42 @@ def w8a8_error(x: Tensor, w: Tensor, fmt: str, scaling: str) -> float:
     y_hat = w8a8_matmul(x, w, fmt, scaling).double()
     y = x.double() @ w.double().T  # (N, out)
     return ((y_hat - y).norm() / y.norm()).item()
+
+
+class FakeW8A8Linear(nn.Module):
+    """A linear layer whose weight and input are both rounded to ``fmt`` by blocks.
+
+    The weight is rounded once, here; each input is rounded as it arrives (dynamic
+    activation scales, as vLLM's FP8 W8A8 computes them per batch).
+
+    Args:
+        linear: the float layer.
+        fmt: ``"fp8"`` or ``"int8"``.
+        act_block: the activations' scale group, as :func:`fake_quantize` takes it.
+        weight_block: the weight's scale group.
+
+    Raises:
+        ValueError: ``fmt`` unknown, or a block that does not tile the weight.
+    """
+
+    def __init__(
+        self,
+        linear: nn.Linear,
+        fmt: str,
+        act_block: tuple[int, int] | None,
+        weight_block: tuple[int, int] | None,
+    ) -> None:
+        super().__init__()
+        w_hat = fake_quantize(linear.weight.detach(), fmt, weight_block)  # (out, in)
+        self.fmt, self.act_block = fmt, act_block
+        self.register_buffer("weight", w_hat)
+        b = linear.bias
+        self.register_buffer("bias", None if b is None else b.detach().clone())
+
+    def forward(self, x: Tensor) -> Tensor:
+        """``x (..., in) -> (..., out)``."""
+        x2 = x.reshape(-1, x.shape[-1])  # (N, in): one row per token
+        x_hat = fake_quantize(x2, self.fmt, self.act_block).reshape(x.shape)
+        return nn.functional.linear(
+            x_hat.to(x.dtype), self.weight.to(x.dtype), self.bias
+        )
