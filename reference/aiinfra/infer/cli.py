@@ -1,5 +1,4 @@
-"""The inference chapter's commands: ``bench``, ``quantize``, ``evict``, ``distill``,
-``serve``.
+"""The inference chapter's commands: bench, quantize, evict, distill, serve.
 
 The benches are ``decode``, ``engine``, ``phases`` and ``speculative``
 (:mod:`.bench_cli`). ``aiinfra bench decode`` times greedy decoding with and without
@@ -110,10 +109,13 @@ def run_evict(args: argparse.Namespace) -> int:
     table = Table(
         ["cache budget", "sink tokens", "held-out loss", "held-out perplexity"],
         [[r["budget"], r["sinks"], r["nll"], r["ppl"]] for r in res["rows"]],
-        note="Nats per token. Full cache: {full:.4f}; the language's own loss "
-        "(the floor): {floor:.4f}.",
+        note="Nats per token. Full cache: {full}; the language's own loss "
+        "(the floor): {floor}.",
         words=(),
-        fields={"full": res["full"]["nll"], "floor": res["floor_nll"]},
+        fields={
+            "full": f"{res['full']['nll']:.4f}",
+            "floor": f"{res['floor_nll']:.4f}",
+        },
     )
     show(args, {"Held-out loss under each cache budget": table}, res)
     return 0

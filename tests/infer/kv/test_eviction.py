@@ -5,7 +5,6 @@ import dataclasses
 import pytest
 import torch
 import torch.nn.functional as F
-
 from aiinfra.infer.kv.eviction import (
     StreamingCache,
     check_budget,
@@ -16,8 +15,15 @@ from aiinfra.infer.kv.eviction import (
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.transformer import Transformer
 
-CONFIG = TransformerConfig(vocab_size=37, d_model=32, n_layers=2, n_heads=4,
-                           n_kv_heads=2, d_ff=48, max_seq_len=64)
+CONFIG = TransformerConfig(
+    vocab_size=37,
+    d_model=32,
+    n_layers=2,
+    n_heads=4,
+    n_kv_heads=2,
+    d_ff=48,
+    max_seq_len=64,
+)
 
 
 def _model(config=CONFIG, seed=0):
@@ -33,8 +39,10 @@ def _model(config=CONFIG, seed=0):
 def _decode(model, tokens, budget, sinks):
     """Logits ``(B, T, V)`` of every position, decoded one token at a time."""
     caches = [StreamingCache(budget, sinks) for _ in model.blocks]
-    out = [streaming_step(model, tokens[:, t : t + 1], caches)[0]
-           for t in range(tokens.shape[1])]
+    out = [
+        streaming_step(model, tokens[:, t : t + 1], caches)[0]
+        for t in range(tokens.shape[1])
+    ]
     return torch.stack(out, dim=1)
 
 
@@ -59,8 +67,9 @@ def test_full_budget_equals_the_model_forward():
     tokens = torch.randint(0, CONFIG.vocab_size, (3, 20))
     torch.testing.assert_close(_decode(model, tokens, 20, 0), model(tokens))
     nll, mass = streaming_nll(model, tokens, 20, 0)
-    ref = F.cross_entropy(model(tokens[:, :-1]).transpose(1, 2), tokens[:, 1:],
-                          reduction="none")
+    ref = F.cross_entropy(
+        model(tokens[:, :-1]).transpose(1, 2), tokens[:, 1:], reduction="none"
+    )
     torch.testing.assert_close(nll, ref)
     assert mass.shape == (19, 2) and mass[0].tolist() == [1.0, 1.0]  # one slot
 
@@ -90,8 +99,9 @@ def _sink_reference(model, tokens, budget, sinks, in_cache=True):
         pos = torch.arange(len(idx)) if in_cache else idx  # the point of the test
         k_t = attn.rope(k[:, :, idx], positions=pos)
         q_t = attn.rope(q[:, :, t : t + 1], positions=pos[-1:])
-        outs.append(F.scaled_dot_product_attention(q_t, k_t, v[:, :, idx],
-                                                   enable_gqa=True))
+        outs.append(
+            F.scaled_dot_product_attention(q_t, k_t, v[:, :, idx], enable_gqa=True)
+        )
     o = torch.cat(outs, dim=2).transpose(1, 2).reshape(B, T, H * D)
     x = x + attn.wo(o)
     x = x + block.mlp(block.mlp_norm(x))
@@ -123,12 +133,14 @@ def test_bad_budget_raises_naming_the_argument(budget, sinks, name):
 def test_bad_model_and_tokens_raise():
     learned = _model(dataclasses.replace(CONFIG, position="learned"))
     with pytest.raises(ValueError, match="model"):
-        streaming_step(learned, torch.zeros(1, 1, dtype=torch.long),
-                       [StreamingCache(4, 1)] * 2)
+        streaming_step(
+            learned, torch.zeros(1, 1, dtype=torch.long), [StreamingCache(4, 1)] * 2
+        )
     model = _model()
     with pytest.raises(ValueError, match="token"):
-        streaming_step(model, torch.zeros(1, 2, dtype=torch.long),
-                       [StreamingCache(4, 1)] * 2)
+        streaming_step(
+            model, torch.zeros(1, 2, dtype=torch.long), [StreamingCache(4, 1)] * 2
+        )
     with pytest.raises(ValueError, match="caches"):
         streaming_step(model, torch.zeros(1, 1, dtype=torch.long), [])
     with pytest.raises(ValueError, match="tokens"):

@@ -4,7 +4,6 @@ import math
 
 import pytest
 import torch
-
 from aiinfra.infer.kv.streaming_eval import (
     StreamingEvalConfig,
     sample_copy_language,

@@ -1,7 +1,6 @@
 """The routing replay against routes and hits worked out by hand."""
 
 import pytest
-
 from aiinfra.infer.routing.simulate import (
     ROUTERS,
     least_loaded,
@@ -53,8 +52,15 @@ def test_last_block_is_recomputed_for_the_logits():
 
 
 def test_answers_are_cached_for_the_next_turn():
-    w = ChatWorkload(n_system=1, sessions=1, turns=2, system_len=32, user_len=8,
-                     output_len=16, hold=1)
+    w = ChatWorkload(
+        n_system=1,
+        sessions=1,
+        turns=2,
+        system_len=32,
+        user_len=8,
+        output_len=16,
+        hold=1,
+    )
     first, second = chat_requests(w)
     res = simulate([first, second], 1, round_robin, block_size=8, num_blocks=64)
     # The second prompt starts with the first prompt and its answer (56 tokens):
@@ -81,8 +87,9 @@ def test_one_replica_makes_every_router_equal():
 
 
 def test_chat_workload_shares_system_prompts_and_histories():
-    w = ChatWorkload(n_system=2, sessions=4, turns=2, system_len=16, user_len=4,
-                     output_len=4)
+    w = ChatWorkload(
+        n_system=2, sessions=4, turns=2, system_len=16, user_len=4, output_len=4
+    )
     reqs = chat_requests(w)
     assert len(reqs) == 8
     for r in reqs:

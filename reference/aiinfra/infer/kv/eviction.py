@@ -139,7 +139,9 @@ def streaming_step(
     if token.dim() != 2 or token.shape[1] != 1:
         raise ValueError(f"token must be (B, 1), got {tuple(token.shape)}")
     if len(caches) != len(model.blocks):
-        raise ValueError(f"caches must hold {len(model.blocks)} caches, got {len(caches)}")
+        raise ValueError(
+            f"caches must hold {len(model.blocks)} caches, got {len(caches)}"
+        )
     x = model.embed(token)  # (B, 1, h)
     mass = []
     for block, cache in zip(model.blocks, caches, strict=True):
@@ -170,6 +172,10 @@ def streaming_nll(
     nll, mass = [], []
     for t in range(tokens.shape[1] - 1):
         logits, m = streaming_step(model, tokens[:, t : t + 1], caches)  # (n, V)
-        nll.append(torch.nn.functional.cross_entropy(logits, tokens[:, t + 1], reduction="none"))
+        nll.append(
+            torch.nn.functional.cross_entropy(
+                logits, tokens[:, t + 1], reduction="none"
+            )
+        )
         mass.append(m)
     return torch.stack(nll, dim=1), torch.stack(mass)  # (n, T-1), (T-1, L)

@@ -76,7 +76,7 @@ def _zipf(k: int, s: float) -> Tensor:
 def sample_copy_language(
     table: Tensor, n: int, cfg: StreamingEvalConfig, g: torch.Generator
 ) -> Tensor:
-    """``n`` sequences ``(n, seq_len)``: a successor of ``t - 1``, or ``t - lag`` again."""
+    """``n`` sequences ``(n, seq_len)``: a successor of ``t - 1``, or ``t - lag``."""
     V, k = table.shape
     zipf = _zipf(k, cfg.zipf)  # (k,)
     tokens = torch.randint(0, V, (n, 1), generator=g)

@@ -137,7 +137,9 @@ def simulate(
         hits = [_reusable(c, req.tokens) for c in caches]
         r = router(i, loads, hits)
         if not (isinstance(r, int) and 0 <= r < n_replicas):
-            raise ValueError(f"router must return a replica in [0, {n_replicas}), got {r!r}")
+            raise ValueError(
+                f"router must return a replica in [0, {n_replicas}), got {r!r}"
+            )
         max_blocks = (len(req.tokens) - 1) // block_size
         try:
             caches[r].allocate(i, req.tokens, max_cached_blocks=max_blocks)
