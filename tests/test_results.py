@@ -118,6 +118,7 @@ def test_every_cpu_kind_the_book_renders_is_committed():
     for kind, backend in (
         *(("collectives", "gloo"), ("ddp", "gloo"), ("zero", "gloo")),
         *(("quant-eval", "cpu"), ("distillation", "cpu"), ("scaling-fit", "cpu")),
+        ("kv-eviction", "cpu"),
     ):
         doc = results.load(kind, backend)
         assert {"date", "cpu", "world_size", "torch"} <= set(doc["stamp"])
