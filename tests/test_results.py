@@ -80,7 +80,7 @@ def test_nox_gets_one_command_per_kind_and_machine():
     cpu_kinds = [(k, b) for k, b in kinds if b in results.CPU_BACKENDS]
     assert [k for k, _ in cpu_kinds] == [
         *("collectives", "ring", "ddp", "zero", "attention", "moe", "decode"),
-        *("phases", "engine", "speculative", "roofline", "quant-eval"),
+        *("phases", "engine", "speculative", "roofline", "quant-eval", "kv-eviction"),
         *("distillation", "scaling-fit", "hf-checkpoints", "storage", "hangs"),
         *("restart", "container"),
         "engine_hf",  # the engine against transformers
@@ -118,6 +118,7 @@ def test_every_cpu_kind_the_book_renders_is_committed():
     for kind, backend in (
         *(("collectives", "gloo"), ("ddp", "gloo"), ("zero", "gloo")),
         *(("quant-eval", "cpu"), ("distillation", "cpu"), ("scaling-fit", "cpu")),
+        ("kv-eviction", "cpu"),
     ):
         doc = results.load(kind, backend)
         assert {"date", "cpu", "world_size", "torch"} <= set(doc["stamp"])

@@ -130,6 +130,9 @@ KINDS: dict[str, Kind] = {
     # A small model quantized by RTN, AWQ, GPTQ, SmoothQuant: perplexities
     # (quantization_calibrated.rst); training takes minutes.
     "quant-eval": Kind("quant-eval", ("aiinfra", "quantize"), {"cpu": ()}),
+    # A small model decoded through a KV cache of fixed budget, as a sliding
+    # window and with attention sinks: perplexities (kv_eviction.rst); a few minutes.
+    "kv-eviction": Kind("kv-eviction", ("aiinfra", "evict"), {"cpu": ()}),
     # A student distilled from a teacher and one trained on labels (distillation.rst).
     "distillation": Kind("distillation", ("aiinfra", "distill"), {"cpu": ()}),
     # Chinchilla's law refitted to the published runs, with a bootstrap

@@ -1,4 +1,4 @@
-"""The inference chapter's commands: ``bench``, ``quantize``, ``distill``, ``serve``.
+"""The inference chapter's commands: bench, quantize, evict, distill, serve.
 
 The benches are ``decode``, ``engine``, ``phases`` and ``speculative``
 (:mod:`.bench_cli`). ``aiinfra bench decode`` times greedy decoding with and without
@@ -79,6 +79,45 @@ def run_quantize(args: argparse.Namespace) -> int:
         {"Perplexity of each quantized model": table, "Error of each layer": layers},
         res,
     )
+    return 0
+
+
+def add_evict(parser: argparse.ArgumentParser) -> None:
+    """Flags of ``aiinfra evict``."""
+    from aiinfra.infer.kv import streaming_eval
+
+    add_config_flags(
+        parser,
+        streaming_eval.StreamingEvalConfig,
+        helps={
+            "steps": "training steps",
+            "seed": "seed of the language and model",
+            "budgets": "cache budgets N, tokens",
+        },
+    )
+    add_output_flags(parser, measures=True)
+
+
+def run_evict(args: argparse.Namespace) -> int:
+    """Train the small model, decode it under every cache budget, print the ppl."""
+    from aiinfra.infer.kv import streaming_eval
+    from aiinfra.report import Table
+
+    cfg = config_from(args, streaming_eval.StreamingEvalConfig)
+    body = streaming_eval.run_streaming_eval(cfg)
+    res = save(args, streaming_eval.KIND, body, backend="cpu", world_size=1)
+    table = Table(
+        ["cache budget", "sink tokens", "held-out loss", "held-out perplexity"],
+        [[r["budget"], r["sinks"], r["nll"], r["ppl"]] for r in res["rows"]],
+        note="Nats per token. Full cache: {full}; the language's own loss "
+        "(the floor): {floor}.",
+        words=(),
+        fields={
+            "full": f"{res['full']['nll']:.4f}",
+            "floor": f"{res['floor_nll']:.4f}",
+        },
+    )
+    show(args, {"Held-out loss under each cache budget": table}, res)
     return 0
 
 
@@ -207,6 +246,15 @@ COMMANDS = (
         run_distill,
         runs="trains a teacher and two students on a synthetic language; under a "
         "minute",
+    ),
+    Command(
+        "evict",
+        None,
+        "train a small model, decode it with a windowed and a sink KV cache, print ppl",
+        add_evict,
+        run_evict,
+        runs="trains a small model 600 steps, then decodes it under 14 cache "
+        "policies; a few minutes",
     ),
     Command(
         "quantize",
