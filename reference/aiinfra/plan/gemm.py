@@ -10,9 +10,10 @@ GPU its time is modelled as the larger of two bounds:
   Background User's Guide* explains, the output is cut into tiles, one per thread
   block, and the tiles run on the SMs in waves. A partial tile costs a full one
   (*tile quantization*) and a partial last wave costs a full wave (*wave
-  quantization*). The model takes the guide's example tile, 128 x 256 (m x n):
-  the largest, most data-reusing of the tiles cuBLAS chooses from for large
-  problems (:data:`TILE`). Each wave then lasts ``2 tm tn k`` FLOPs of one SM at
+  quantization*). The model takes one large tile of the size of the guide's own
+  example (256 x 128 there), here 128 rows of m by 256 columns of n
+  (:data:`TILE`): a larger tile reuses more data but leaves fewer tiles to fill
+  the SMs. Each wave then lasts ``2 tm tn k`` FLOPs of one SM at
   the ceiling below.
 - **the ceiling**: a real kernel never reaches the datasheet's peak even with
   every tile full. The model's one fitted number is the fraction of peak that
@@ -38,7 +39,7 @@ from aiinfra.accelerators import GPUS
 #: Bytes of one element per number format the model prices.
 DTYPES = {"bf16": 2, "fp16": 2}
 
-#: Output tile (rows of ``m``, columns of ``n``): the guide's example tile.
+#: Output tile (rows of ``m``, columns of ``n``): the size of the guide's example.
 TILE = (128, 256)
 
 #: Published best BF16 matmul per GPU: (TFLOP/s, (m, n, k)) from Bekman,
