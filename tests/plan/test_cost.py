@@ -180,3 +180,20 @@ def test_matmul_pricing_is_checked():
         Job(preset("llama-3-8b"), "H100", 8, 2**20, 8192, matmul="fast")
     with pytest.raises(ValueError, match="^matmul must"):
         Job(preset("mixtral-8x7b"), "H100", 8, 2**20, 8192, matmul="shape")
+
+
+def test_compute_is_the_busiest_stage_of_stage_profile_head_included():
+    from aiinfra.plan.stage_profile import stage_profile
+
+    # Llama 3 8B: 32 layers on 4 stages of 8; the last adds the head, 6 V h per
+    # token, in units of one layer's training FLOPs per token (hand-counted)
+    job = Job(preset("llama-3-8b"), "H100", 32, 2**20, 8192, efficiency=0.5)
+    layout = Layout(dp=8, tp=1, pp=4, cp=1, zero=1, micro_batch=1)
+    head = 6 * 128256 * 4096
+    per_layer = (6 * _llama8b_matmul_params() + 12 * 32 * 32 * 128 * 8192 - head) / 32
+    loads = stage_profile(job, layout)
+    assert [load.work for load in loads][:3] == [8, 8, 8]
+    assert loads[-1].work == pytest.approx(8 + head / per_layer)
+    busiest = max(load.work for load in loads) * per_layer  # FLOPs per token
+    t = step_time(job, layout)  # each stage's 8 GPUs share all 2^20 tokens
+    assert t.compute == pytest.approx(busiest * 2**20 / 8 / (0.5 * H100_BF16))

@@ -8,7 +8,9 @@ A step is priced per GPU as a sum of terms, each from a model the book derives:
   assumption), or, with ``matmul="shape"``, at :func:`matmul_efficiency`: each
   linear layer's forward and two backward GEMMs at the efficiency
   :mod:`aiinfra.plan.gemm` models for their per-rank shapes. The busiest stage
-  sets the pace (pp ceil(L / pp) / L); full recomputation adds one forward of
+  sets the pace: every stage holds ceil(L / pp) layers, as the memory counts
+  them, and :func:`aiinfra.plan.stage_profile.stage_work` adds the output head's
+  6 V h FLOPs per token to the last; full recomputation adds one forward of
   the layers, selective one of attention.
 - pipeline bubble: compute times (pp - 1) / (v m) (Narayanan et al. 2021;
   interleaved with v chunks per rank).
@@ -60,6 +62,7 @@ from aiinfra.models.params import count_parameters
 from aiinfra.plan.gemm import gemm_efficiency
 from aiinfra.plan.job import INTER_NODE, Job, Layout, intra_node_link
 from aiinfra.plan.mesh import MeshLayout
+from aiinfra.plan.stage_profile import stage_work
 
 BF16 = 2  # bytes per activation and per parameter
 ACCUMULATOR = 4  # bytes of a dK / dV accumulator element sent in ring backward (fp32)
@@ -218,9 +221,11 @@ def step_time(job: Job, layout: Layout) -> StepTime:
     per_token = training_flops_per_token(cfg, job.seq)
     extra = recompute_flops_per_token(cfg, job.seq, layout.recompute)  # 2nd forward
     model_flops = per_token * job.global_batch
-    imbalance = pp * layers / cfg.n_layers  # the busiest stage's share
-    flops = (per_token + extra) * job.global_batch * imbalance
-    compute = flops / job.gpus / rate
+    stages = [layers] * pp  # ceil(L / pp) on every stage, as memory counts them
+    work, per_layer = stage_work(job, layout, stages)  # the last adds the head
+    recompute = extra / cfg.n_layers  # per layer and token
+    busiest = max(w * per_layer + layers * recompute for w in work)
+    compute = busiest * job.global_batch / (job.gpus // pp) / rate
     bubble = compute * (pp - 1) / (layout.v * m)
     # endregion
 

@@ -22,6 +22,7 @@ from aiinfra.plan.mesh import MeshLayout
 from aiinfra.plan.report import plan_table
 from aiinfra.plan.search import Plan, plan, valid_layouts
 from aiinfra.plan.source import load_model
+from aiinfra.plan.stage_profile import stage_work
 from aiinfra.report import Table
 
 PLAN_GPU, PLAN_SEQ = "H100", 8192
@@ -97,6 +98,13 @@ def plan_case_gpus(case: str) -> int:
 def plan_case_tokens(case: str) -> int:
     """The global batch of a case, tokens."""
     return PLAN_CASES[case][2]
+
+
+def plan_head_layers(case: str) -> float:
+    """The output head's training FLOPs in layers' worth, a case's model."""
+    job = _plan_case_job(case)[1]
+    work, _ = stage_work(job, Layout(dp=1, tp=1, pp=1, cp=1, zero=0, micro_batch=1))
+    return work[-1] - job.model.n_layers
 
 
 def plan_hbm_gb() -> float:
