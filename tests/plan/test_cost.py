@@ -119,3 +119,81 @@ def test_fp32_gradients_are_reduced_at_four_bytes():
     gather = 63 * (link.alpha + psi * 2 / 64 * link.beta)
     assert times["bf16"] == pytest.approx(m * scatter[2] + gather, rel=1e-6)
     assert times["fp32"] == pytest.approx(m * scatter[4] + gather, rel=1e-6)
+
+
+# The GEMM-shape pricing. Llama 3 8B, one rank (tp = cp = 1), b = 1: m = 8192
+# tokens, h = 4096, (H + 2G) d = 6144, d_ff = 14336, V = 128256. Each weight's
+# forward (m, n, k), dX (m, k, n) and dW (k, n, m), their 128 x 256 tiles and waves
+# of 132 SMs, by hand: the fraction of the last wave's slots in use.
+_8B_WAVES = {  # weight: [(tiles, waves) of forward, dX, dW], count per step
+    "qkv": ([(64 * 24, 12), (64 * 16, 8), (32 * 24, 6)], 32),
+    "o": ([(64 * 16, 8), (64 * 16, 8), (32 * 16, 4)], 32),
+    "up": ([(64 * 112, 55), (64 * 16, 8), (32 * 112, 28)], 32),
+    "down": ([(64 * 16, 8), (64 * 56, 28), (112 * 16, 14)], 32),
+    "head": ([(64 * 501, 243), (64 * 16, 8), (32 * 501, 122)], 1),
+}
+_8B_PARAMS = {  # weights of each matrix (n k), hand-counted
+    "qkv": 4096 * 6144,
+    "o": 4096 * 4096,
+    "up": 4096 * 2 * 14336,
+    "down": 14336 * 4096,
+    "head": 128256 * 4096,
+}
+
+
+def test_shape_gemms_are_the_models_matmul_weights():
+    from aiinfra.plan.cost import layer_gemms
+
+    job = Job(preset("llama-3-8b"), "H100", 8, 2**20, 8192, matmul="shape")
+    for tp, cp, b in [(1, 1, 1), (4, 2, 2)]:
+        gemms = layer_gemms(
+            job, Layout(dp=8 // (tp * cp), tp=tp, pp=1, cp=cp, zero=1, micro_batch=b)
+        )
+        assert {m for m, _, _, _ in gemms} == {b * 8192 // cp}
+        assert sum(n * k * c for _, n, k, c in gemms) * tp == _llama8b_matmul_params()
+
+
+def test_shape_pricing_is_the_flop_weighted_harmonic_mean_of_hand_waves():
+    from aiinfra.plan.gemm import ceiling
+
+    job = Job(
+        preset("llama-3-8b"), "H100", 8, 2**20, 8192, efficiency=0.5, matmul="shape"
+    )
+    layout = Layout(dp=8, tp=1, pp=1, cp=1, zero=1, micro_batch=1)
+    full = ceiling("H100")
+    time = work = 0.0  # per token, in units of peak FLOP/s
+    for name, (shapes, count) in _8B_WAVES.items():
+        flops = 2 * _8B_PARAMS[name] * count
+        for tiles, w in shapes:  # every one math-bound: k >= 4096
+            time += flops / (full * tiles / (w * 132))
+            work += flops
+    attention = 12 * 32 * 32 * 128 * 8192
+    rho = (work + attention) / (time + attention / 0.5)
+    t = step_time(job, layout)
+    per_token = 6 * _llama8b_matmul_params() + attention
+    assert t.compute == pytest.approx(per_token * 2**20 / 8 / (rho * H100_BF16))
+    assert 0.5 < rho < full  # the attention core at 0.5 pulls it down
+
+
+def test_matmul_pricing_is_checked():
+    with pytest.raises(ValueError, match="^matmul must"):
+        Job(preset("llama-3-8b"), "H100", 8, 2**20, 8192, matmul="fast")
+    with pytest.raises(ValueError, match="^matmul must"):
+        Job(preset("mixtral-8x7b"), "H100", 8, 2**20, 8192, matmul="shape")
+
+
+def test_compute_is_the_busiest_stage_of_stage_profile_head_included():
+    from aiinfra.plan.stage_profile import stage_profile
+
+    # Llama 3 8B: 32 layers on 4 stages of 8; the last adds the head, 6 V h per
+    # token, in units of one layer's training FLOPs per token (hand-counted)
+    job = Job(preset("llama-3-8b"), "H100", 32, 2**20, 8192, efficiency=0.5)
+    layout = Layout(dp=8, tp=1, pp=4, cp=1, zero=1, micro_batch=1)
+    head = 6 * 128256 * 4096
+    per_layer = (6 * _llama8b_matmul_params() + 12 * 32 * 32 * 128 * 8192 - head) / 32
+    loads = stage_profile(job, layout)
+    assert [load.work for load in loads][:3] == [8, 8, 8]
+    assert loads[-1].work == pytest.approx(8 + head / per_layer)
+    busiest = max(load.work for load in loads) * per_layer  # FLOPs per token
+    t = step_time(job, layout)  # each stage's 8 GPUs share all 2^20 tokens
+    assert t.compute == pytest.approx(busiest * 2**20 / 8 / (0.5 * H100_BF16))

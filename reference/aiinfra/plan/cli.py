@@ -60,6 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``plan`` command's flags to ``parser``."""
     from aiinfra.memory.activations import ATTENTION
     from aiinfra.models.presets import MODEL_NAMES
+    from aiinfra.plan.job import MATMUL
 
     add = parser.add_argument
     add(
@@ -87,7 +88,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--efficiency",
         type=positive_float,
         default=0.6,
-        help="fraction of dense BF16 peak the matmuls reach (an assumption)",
+        help="fraction of dense BF16 peak the matmuls reach (an assumption); with "
+        "--matmul shape, only the attention core's",
+    )
+    add(
+        "--matmul",
+        choices=MATMUL,
+        default="constant",
+        help="price every matmul at --efficiency (constant), or each linear "
+        "layer's GEMMs by their per-rank shapes: tiles, waves and a ceiling fitted "
+        "to a published H100/A100 measurement (shape; a model, dense models only)",
     )
     add(
         "--exposed",
@@ -139,6 +149,7 @@ def run(args: argparse.Namespace) -> int:
         exposed=args.exposed,
         memory_fraction=args.memory_fraction,
         attention=args.attention,
+        matmul=args.matmul,
     )
     table = plan_table(plan(job, args.top), job, name)
     legend = Table(["column", "meaning"], [list(row) for row in LEGEND])

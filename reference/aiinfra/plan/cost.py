@@ -5,8 +5,13 @@ A step is priced per GPU as a sum of terms, each from a model the book derives:
 - compute: the model's training FLOPs, 6 Psi + 12 L H d T per token
   (:func:`aiinfra.models.flops.training_flops_per_token`; Kaplan et al. 2020, PaLM
   App. B), shared by all GPUs, at ``efficiency`` times the dense BF16 peak (an
-  assumption). The busiest stage sets the pace (pp ceil(L / pp) / L); full
-  recomputation adds one forward of the layers, selective one of attention.
+  assumption), or, with ``matmul="shape"``, at :func:`matmul_efficiency`: each
+  linear layer's forward and two backward GEMMs at the efficiency
+  :mod:`aiinfra.plan.gemm` models for their per-rank shapes. The busiest stage
+  sets the pace: every stage holds ceil(L / pp) layers, as the memory counts
+  them, and :func:`aiinfra.plan.stage_profile.stage_work` adds the output head's
+  6 V h FLOPs per token to the last; full recomputation adds one forward of
+  the layers, selective one of attention.
 - pipeline bubble: compute times (pp - 1) / (v m) (Narayanan et al. 2021;
   interleaved with v chunks per rank).
 - tensor parallelism: per layer and micro-batch, 4 all-reduces of b (T / cp) h
@@ -54,8 +59,10 @@ from aiinfra.memory.recompute_cost import recompute_flops_per_token
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.flops import attention_flops_per_token, training_flops_per_token
 from aiinfra.models.params import count_parameters
+from aiinfra.plan.gemm import gemm_efficiency
 from aiinfra.plan.job import INTER_NODE, Job, Layout, intra_node_link
 from aiinfra.plan.mesh import MeshLayout
+from aiinfra.plan.stage_profile import stage_work
 
 BF16 = 2  # bytes per activation and per parameter
 ACCUMULATOR = 4  # bytes of a dK / dV accumulator element sent in ring backward (fp32)
@@ -137,6 +144,60 @@ def _dp_time(job: Job, layout: Layout, link: LinkModel) -> float:
     return m * (2 * gather + scatter)  # parameters gathered for F and for B
 
 
+def layer_gemms(job: Job, layout: Layout) -> list[tuple[int, int, int, int]]:
+    """The forward GEMMs of one micro-batch on one rank, with their weights.
+
+    Args:
+        job: the job (a dense GQA/MHA model).
+        layout: the layout; a rank holds ``1 / tp`` of each weight and
+            ``b T / cp`` tokens.
+
+    Returns:
+        ``(m, n, k, count)`` per weight matrix: QKV, the output projection, the
+        MLP's input (gate and up for SwiGLU) and output, each ``count = L``
+        times, and the output head once; ``m`` is the tokens.
+    """
+    cfg, tp = job.model, layout.tp
+    t = layout.micro_batch * job.seq // layout.cp  # tokens of the micro-batch
+    h, d, n_in = cfg.d_model, cfg.head_dim, 2 if cfg.mlp == "swiglu" else 1
+    L = cfg.n_layers
+    return [
+        (t, (cfg.n_heads + 2 * cfg.n_kv_heads) * d // tp, h, L),  # W_q, W_k, W_v
+        (t, h, cfg.n_heads * d // tp, L),  # W_o
+        (t, n_in * cfg.d_ff // tp, h, L),  # gate and up (SwiGLU) or fc1
+        (t, h, cfg.d_ff // tp, L),  # down or fc2
+        (t, -(-cfg.vocab_size // tp), h, 1),  # the output head, vocab-parallel
+    ]
+
+
+@functools.lru_cache(maxsize=8192)
+def matmul_efficiency(job: Job, layout: Layout) -> float:
+    """The step's matmul FLOPs over their time at peak: one fraction of peak.
+
+    Each weight's forward GEMM (m, n, k) and its two backward ones, dX (m, k, n)
+    and dW (k, n, m), do the same FLOPs, each at :func:`gemm_efficiency` of its
+    shape; the attention core (scores and values: FlashAttention, not priced by
+    the GEMM model) at ``job.efficiency``. The result weighs each by its FLOPs
+    (a harmonic mean), so the compute term divides by one rate.
+
+    Args:
+        job: the job, ``matmul="shape"``.
+        layout: the layout.
+
+    Returns:
+        Achieved FLOP/s of the step's matmuls over the dense BF16 peak.
+    """
+    seconds = flops = 0.0  # in units of peak FLOP/s
+    for m, n, k, count in layer_gemms(job, layout):
+        work = 2 * m * n * k * count
+        for shape in ((m, n, k), (m, k, n), (k, n, m)):  # forward, dX, dW
+            seconds += work / gemm_efficiency(*shape, gpu=job.gpu)
+            flops += work
+    t = layout.micro_batch * job.seq // layout.cp
+    attention = attention_flops_per_token(job.model, job.seq) * t / layout.tp
+    return (flops + attention) / (seconds + attention / job.efficiency)
+
+
 def step_time(job: Job, layout: Layout) -> StepTime:
     """Price one step of ``job`` laid out as ``layout``.
 
@@ -151,15 +212,20 @@ def step_time(job: Job, layout: Layout) -> StepTime:
     dp, tp, pp, cp, b = layout.dp, layout.tp, layout.pp, layout.cp, layout.micro_batch
     m, layers = layout.micro_batches(job), layout.stage_layers(job)
     crosses = _links(job.gpus, dp, pp, cp, tp, job.gpus_per_node)
-    rate = job.efficiency * gpu.bf16_flops  # achieved FLOP/s of one GPU
+    efficiency = (
+        job.efficiency if job.matmul == "constant" else matmul_efficiency(job, layout)
+    )
+    rate = efficiency * gpu.bf16_flops  # achieved FLOP/s of one GPU
 
     # region compute
     per_token = training_flops_per_token(cfg, job.seq)
     extra = recompute_flops_per_token(cfg, job.seq, layout.recompute)  # 2nd forward
     model_flops = per_token * job.global_batch
-    imbalance = pp * layers / cfg.n_layers  # the busiest stage's share
-    flops = (per_token + extra) * job.global_batch * imbalance
-    compute = flops / job.gpus / rate
+    stages = [layers] * pp  # ceil(L / pp) on every stage, as memory counts them
+    work, per_layer = stage_work(job, layout, stages)  # the last adds the head
+    recompute = extra / cfg.n_layers  # per layer and token
+    busiest = max(w * per_layer + layers * recompute for w in work)
+    compute = busiest * job.global_batch / (job.gpus // pp) / rate
     bubble = compute * (pp - 1) / (layout.v * m)
     # endregion
 

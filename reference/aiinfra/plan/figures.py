@@ -150,3 +150,36 @@ def stage_profile_figure(
         ax.set_xlabel("pipeline rank")
     work_ax.legend(loc="lower center", fontsize="small")
     return fig
+
+
+def gemm_efficiency_figure(
+    curves: Sequence[tuple[str, Sequence[float]]],
+    ms: Sequence[int],
+    lines: Sequence[tuple[str, float]],
+    font: int = 8,
+) -> Figure:
+    """Modelled GEMM efficiency against m, one curve per (n, k).
+
+    Args:
+        curves: a label and the fraction of peak at each of ``ms``, per curve.
+        ms: the m of each point.
+        lines: horizontal references, a label and a fraction each (the ceiling,
+            the constant the planner assumed).
+        font: base font size in points.
+
+    Returns:
+        The figure.
+    """
+    fig = Figure(figsize=(7, 3.6), layout="constrained")
+    ax = fig.subplots()
+    for label, effs in curves:
+        ax.plot(ms, effs, drawstyle="steps-post", label=label, linewidth=1.3)
+    for (label, y), style in zip(lines, ("--", ":"), strict=False):
+        ax.axhline(y, color="0.4", linestyle=style, linewidth=1, label=label)
+    ax.set_xlabel("m: tokens of one micro-batch on one rank", fontsize=font)
+    ax.set_ylabel("fraction of dense BF16 peak", fontsize=font)
+    ax.set_ylim(0, 1)
+    ax.set_xlim(min(ms), max(ms))
+    ax.tick_params(labelsize=font)
+    ax.legend(fontsize=font, loc="lower right", frameon=False)
+    return fig

@@ -25,7 +25,9 @@ from aiinfra.memory.activations import ATTENTION, RECOMPUTE
 from aiinfra.memory.model_states import GRADIENT_LAYOUTS
 from aiinfra.models.config import TransformerConfig
 
-INTER_NODE = LINKS["ib400"]  # one 400 Gb/s NIC per GPU: 50 GB/s, 5 us
+INTER_NODE = LINKS["ib400"]
+#: How the planner prices matmuls: one constant fraction of peak, or by shape.
+MATMUL = ("constant", "shape")  # one 400 Gb/s NIC per GPU: 50 GB/s, 5 us
 
 
 def intra_node_link(gpu: str) -> LinkModel:
@@ -48,7 +50,12 @@ class Job:
         global_batch: tokens per optimizer step.
         seq: T, tokens per sequence; must divide ``global_batch``.
         gpus_per_node: GPUs in one NVLink node.
-        efficiency: fraction of dense BF16 peak the matmuls reach (an assumption).
+        efficiency: fraction of dense BF16 peak the matmuls reach (an assumption);
+            with ``matmul="shape"`` only the attention core's (FlashAttention is
+            not a plain GEMM), the linear layers' by :mod:`aiinfra.plan.gemm`.
+        matmul: ``"constant"`` (every matmul at ``efficiency``) or ``"shape"``
+            (each linear layer's GEMMs at the efficiency of their per-rank
+            shapes; dense GQA/MHA models only).
         exposed: fraction of the data-parallel traffic not hidden behind compute
             (an assumption; never less than the traffic's excess over compute).
         memory_fraction: fraction of HBM a layout may fill.
@@ -56,8 +63,9 @@ class Job:
         grad_dtype: gradient layout of the memory calculator (``"bf16"``).
 
     Raises:
-        ValueError: an unknown GPU, attention or gradient layout; a size that is
-            not a positive int; ``gpus`` not a multiple (or divisor) of
+        ValueError: an unknown GPU, attention, gradient layout or matmul
+            pricing (``"shape"`` for an MLA or MoE model); a size that is not a
+            positive int; ``gpus`` not a multiple (or divisor) of
             ``gpus_per_node``; ``seq`` not dividing ``global_batch``; a fraction
             outside (0, 1].
     """
@@ -73,6 +81,7 @@ class Job:
     memory_fraction: float = 1.0
     attention: str = "flash"
     grad_dtype: str = "bf16"
+    matmul: str = "constant"
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, TransformerConfig):
@@ -104,6 +113,13 @@ class Job:
             raise ValueError(
                 f"grad_dtype must be one of {list(GRADIENT_LAYOUTS)}, got "
                 f"{self.grad_dtype!r}"
+            )
+        if self.matmul not in MATMUL:
+            raise ValueError(f"matmul must be one of {MATMUL}, got {self.matmul!r}")
+        if self.matmul == "shape" and (self.model.is_mla or self.model.n_experts):
+            raise ValueError(
+                "matmul must be 'constant' for an MLA or MoE model (the shape model "
+                "knows dense GQA/MHA layers only)"
             )
 
     @property

@@ -89,7 +89,8 @@ def job_stamp(job: Job, name: str) -> tuple[str, dict[str, object]]:
         "batch": f"{job.global_batch:,}",
         "sequences": f"{job.sequences:,}",
         "seq": f"{job.seq:,}",
-        "efficiency": f"{job.efficiency:.0%}",
+        "efficiency": f"{job.efficiency:.0%}"
+        + ("" if job.matmul == "constant" else " (attention core; GEMMs by shape)"),
         "exposed": f"{job.exposed:.0%}",
         "memory": f"{job.memory_fraction:.0%}",
         "attention": job.attention,

@@ -52,6 +52,37 @@ def split_layers(n_layers: int, pp: int, trim: int = 0) -> list[int]:
     return layers
 
 
+def stage_work(
+    job: Job, layout: Layout, layers: Sequence[int] | None = None
+) -> tuple[list[float], float]:
+    """Each pipeline rank's training FLOPs per token, in units of one layer's.
+
+    Args:
+        job: the job (model, sequence).
+        layout: the layout; only ``pp`` matters.
+        layers: each stage's layers; ``None``: :func:`split_layers` (no trim).
+
+    Returns:
+        The work of each rank, first to last (the last adds the output head, 6 V
+        h FLOPs per token), and one layer's training FLOPs per token.
+
+    Raises:
+        ValueError: as :func:`split_layers`, or ``layers`` is not ``pp``
+            positive counts.
+    """
+    cfg, pp = job.model, layout.pp
+    head = 6 * cfg.vocab_size * cfg.d_model  # the output layer, per token
+    per_layer = (training_flops_per_token(cfg, job.seq) - head) / cfg.n_layers
+    if layers is None:
+        layers = split_layers(cfg.n_layers, pp)
+    if len(layers) != pp or min(layers) < 1:
+        raise ValueError(f"layers must be {pp} positive counts, got {layers!r}")
+    work = [
+        n + (head / per_layer if r == pp - 1 else 0.0) for r, n in enumerate(layers)
+    ]
+    return work, per_layer
+
+
 @dataclass(frozen=True)
 class StageLoad:
     """One pipeline rank's share of a step.
@@ -99,13 +130,10 @@ def stage_profile(
     """
     cfg, pp = job.model, layout.pp
     m, v = layout.micro_batches(job), layout.v
-    head = 6 * cfg.vocab_size * cfg.d_model  # the output layer, per token
-    per_layer = (training_flops_per_token(cfg, job.seq) - head) / cfg.n_layers
-    loads = []
     if layers is None:
         layers = split_layers(cfg.n_layers, pp, trim)
-    if len(layers) != pp or min(layers) < 1:
-        raise ValueError(f"layers must be {pp} positive counts, got {layers!r}")
+    work, _ = stage_work(job, layout, layers)
+    loads = []
     for rank, n in enumerate(layers):
         est = stage_estimate(job, layout, n)
         last = rank == pp - 1
@@ -117,7 +145,7 @@ def stage_profile(
             StageLoad(
                 rank=rank,
                 layers=n,
-                work=n + (head / per_layer if last else 0.0),
+                work=work[rank],
                 states=states,
                 activations=in_flight(pp, m, v, rank) * est.activations,
                 logits=est.logits if last else 0.0,

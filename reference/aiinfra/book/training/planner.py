@@ -15,11 +15,14 @@ from matplotlib.figure import Figure
 
 from aiinfra.accelerators import GPUS
 from aiinfra.plan import figures as plan_figures
-from aiinfra.plan.job import INTER_NODE, Job, intra_node_link
+from aiinfra.plan import gemm
+from aiinfra.plan.cost import matmul_efficiency
+from aiinfra.plan.job import INTER_NODE, Job, Layout, intra_node_link
 from aiinfra.plan.mesh import MeshLayout
 from aiinfra.plan.report import plan_table
 from aiinfra.plan.search import Plan, plan, valid_layouts
 from aiinfra.plan.source import load_model
+from aiinfra.plan.stage_profile import stage_work
 from aiinfra.report import Table
 
 PLAN_GPU, PLAN_SEQ = "H100", 8192
@@ -95,6 +98,13 @@ def plan_case_gpus(case: str) -> int:
 def plan_case_tokens(case: str) -> int:
     """The global batch of a case, tokens."""
     return PLAN_CASES[case][2]
+
+
+def plan_head_layers(case: str) -> float:
+    """The output head's training FLOPs in layers' worth, a case's model."""
+    job = _plan_case_job(case)[1]
+    work, _ = stage_work(job, Layout(dp=1, tp=1, pp=1, cp=1, zero=0, micro_batch=1))
+    return work[-1] - job.model.n_layers
 
 
 def plan_hbm_gb() -> float:
@@ -283,3 +293,171 @@ def table4_published(field: str) -> float:
 def table4_chunks() -> int:
     """The model chunks per rank v the planner picks for the published layout."""
     return _table4_plan().layout.v
+
+
+# region gemm
+#: The ranking job of the GEMM section: ``aiinfra plan --model llama-3-405b --gpu
+#: h100 --gpus 16384 --global-batch 2M --seq 8192``, constant against by shape.
+GEMM_JOB = ("llama-3-405b", 16384, 2**21)
+GEMM_TOP = 8  # rows of the ranking table
+GEMM_COMPARE_TOP = 16  # the rows of the command: how many of them changed
+#: (n, k) of the figure's curves: Llama 3 405B's QKV, W_o and gate-and-up GEMMs
+#: on one rank at tp = 8 (h = 16384, (128 + 2 x 8) x 128 / 8 = 2304 outputs,
+#: 128 x 128 / 8 = 2048 inputs of W_o, 2 x 53248 / 8 = 13312).
+GEMM_CURVES = ((2304, 16384), (16384, 2048), (13312, 16384))
+
+
+def gemm_ceiling_pct(gpu: str = PLAN_GPU) -> float:
+    """The fitted fraction of peak a full wave of full tiles reaches, percent."""
+    return 100 * gemm.ceiling(gpu)
+
+
+def gemm_mamf_tflops(gpu: str = PLAN_GPU) -> float:
+    """The published best BF16 matmul of ``gpu``, TFLOP/s (Bekman's table)."""
+    return gemm.MAMF[gpu][0] / 1e12
+
+
+def gemm_mamf_shape(gpu: str = PLAN_GPU) -> str:
+    """The shape of that measurement, ``"6144 x 17920 x 2816"`` (m x n x k)."""
+    return " x ".join(str(s) for s in gemm.MAMF[gpu][1])
+
+
+def gemm_tile() -> str:
+    """The model's output tile, ``"128 x 256"``."""
+    return " x ".join(str(s) for s in gemm.TILE)
+
+
+def gemm_sms() -> int:
+    """The H100's streaming multiprocessors: tiles per wave."""
+    return GPUS[PLAN_GPU].sms
+
+
+def gemm_tiles(m: int, n: int) -> int:
+    """Output tiles of an m x n result (:data:`aiinfra.plan.gemm.TILE`)."""
+    return gemm.waves(m, n, GPUS[PLAN_GPU].sms)[0]
+
+
+def gemm_wave_count(m: int, n: int) -> int:
+    """Waves those tiles take on the H100's SMs."""
+    return gemm.waves(m, n, GPUS[PLAN_GPU].sms)[1]
+
+
+def gemm_pct(m: int, n: int, k: int) -> float:
+    """The modelled efficiency of an (m, n, k) GEMM on the H100, percent."""
+    return 100 * gemm.gemm_efficiency(m, n, k, PLAN_GPU)
+
+
+def gemm_figure() -> Figure:
+    """Modelled efficiency against m for the GEMMs of :data:`GEMM_CURVES`."""
+    ms = list(range(128, 8192 + 1, 32))
+    curves = [
+        (
+            f"n = {n:,}, k = {k:,}",
+            [gemm.gemm_efficiency(m, n, k, PLAN_GPU) for m in ms],
+        )
+        for n, k in GEMM_CURVES
+    ]
+    lines = [
+        ("fitted ceiling", gemm.ceiling(PLAN_GPU)),
+        ("the planner's constant", PLAN_EFFICIENCY),
+    ]
+    return plan_figures.gemm_efficiency_figure(curves, ms, lines)
+
+
+@functools.cache
+def _gemm_plans(matmul: str) -> tuple[Plan, ...]:
+    """The ranking job's feasible plans, best first, priced ``matmul``."""
+    model, gpus, batch = GEMM_JOB
+    _, cfg = load_model(model)
+    return tuple(plan(Job(cfg, PLAN_GPU, gpus, batch, PLAN_SEQ, matmul=matmul)))
+
+
+def _gemm_job() -> Job:
+    model, gpus, batch = GEMM_JOB
+    return Job(load_model(model)[1], PLAN_GPU, gpus, batch, PLAN_SEQ, matmul="shape")
+
+
+def gemm_rank_table() -> Table:
+    """The best layouts by shape, with their place and MFU under the constant."""
+    constant = {p.layout: (i, p) for i, p in enumerate(_gemm_plans("constant"), 1)}
+    rows = []
+    for i, p in enumerate(_gemm_plans("shape")[:GEMM_TOP], 1):
+        lay = p.layout
+        j, q = constant[lay]
+        rows.append(
+            [
+                i,
+                j,
+                f"{lay.dp} x {lay.tp} x {lay.pp} x {lay.cp}",
+                lay.zero,
+                lay.micro_batch,
+                lay.v,
+                lay.micro_batch * PLAN_SEQ // lay.cp,
+                round(100 * matmul_efficiency(_gemm_job(), lay), 1),
+                round(100 * q.time.mfu, 1),
+                round(100 * p.time.mfu, 1),
+            ]
+        )
+    columns = ["by shape", "constant", "dp x tp x pp x cp", "ZeRO", "b", "v"]
+    columns += ["tokens per rank", "matmul efficiency (%)"]
+    columns += ["MFU constant (%)", "MFU by shape (%)"]
+    note = (
+        "Cost model, not a measurement. Places: rank among all feasible layouts "
+        "under each pricing. Matmul efficiency: the step's matmul FLOPs over "
+        "their modelled time at dense BF16 peak (linear layers by GEMM shape, "
+        "the attention core at the constant)."
+    )
+    model, gpus, batch = GEMM_JOB
+    stamp = "{model} on {gpus} H100, {batch} tokens per step, T = {seq}"
+    fields = {"model": model, "gpus": f"{gpus:,}", "batch": f"{batch:,}"}
+    return Table(
+        columns, rows, note, stamp, words=(), fields=fields | {"seq": PLAN_SEQ}
+    )
+
+
+def gemm_best(matmul: str, field: str) -> object:
+    """The ranking job's first choice: ``"layout"``, ``"mfu"`` (%) or ``"eff"``."""
+    p = _gemm_plans(matmul)[0]
+    lay = p.layout
+    if field == "layout":
+        return f"dp {lay.dp} x tp {lay.tp} x pp {lay.pp} x cp {lay.cp}"
+    if field == "mfu":
+        return 100 * p.time.mfu
+    return 100 * matmul_efficiency(_gemm_job(), lay)
+
+
+def gemm_job_tokens() -> int:
+    """The ranking job's global batch, tokens."""
+    return GEMM_JOB[2]
+
+
+def gemm_top_changed() -> int:
+    """Of the first :data:`GEMM_COMPARE_TOP` layouts by shape, how many are new."""
+    top = GEMM_COMPARE_TOP
+    old = {p.layout for p in _gemm_plans("constant")[:top]}
+    return sum(p.layout not in old for p in _gemm_plans("shape")[:top])
+
+
+def _gemm_table4(matmul: str) -> tuple[int, Plan]:
+    """The best plan with Table 4's sizes in the ranking job, and its place."""
+    plans = enumerate(_gemm_plans(matmul), 1)
+    return next((i, p) for i, p in plans if _is_table4(p))
+
+
+def gemm_table4(matmul: str, field: str) -> float:
+    """Table 4's sizes in the ranking job: ``"rank"``, ``"k"`` or ``"mfu"`` (%)."""
+    i, p = _gemm_table4(matmul)
+    if field == "rank":
+        return i
+    if field == "k":
+        return p.layout.micro_batches(_gemm_job())
+    return 100 * p.time.mfu
+
+
+def gemm_table4_eff() -> float:
+    """Matmul efficiency of Table 4's layout (dp 128, tp 8, pp 16, b 1), percent."""
+    sizes = [LLAMA3_TABLE4[k] for k in ("dp", "tp", "pp", "cp")]
+    return 100 * matmul_efficiency(_gemm_job(), Layout(*sizes, zero=1, micro_batch=1))
+
+
+# endregion
