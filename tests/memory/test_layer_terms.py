@@ -245,3 +245,14 @@ def test_mla_splits_heads_over_tp_and_keeps_latents_whole():
 def test_bad_moe_and_mla_input_names_the_argument(args):
     with pytest.raises(ValueError, match="tp|layer"):
         layer_activation_terms(preset("deepseek-v3"), 4096, 1, **args)
+
+
+def test_family_table_rows_by_hand():
+    from aiinfra.memory.tables import family_layers_table
+
+    rows = {r[0]: r for r in family_layers_table().rows}
+    # DeepSeek-V3's MLA, fused, bf16, per token: 2 (2h + 2 d_c' + 2 d_c
+    # + 2 H (d + d^R) + 2 H d) + 4 H = 201,216 bytes = 196.5 KiB
+    assert rows["deepseek-v3"][3] == 196.5
+    # Llama 3 70B's GQA 64/8, d = 128: 2 (2h + 64 d + 2 * 8 d + 64 d) + 4 * 64
+    assert rows["llama-3-70b"][3] == round((2 * (2 * 8192 + 144 * 128) + 256) / 1024, 1)

@@ -74,7 +74,10 @@ def mla_attention_terms(
     the attention core keeps (the softmax output, or the fused kernel's fp32
     log-sum-exp) and the output projection's input. The latents are counted whole
     on every TP rank, with or without SP (the down-projections are small and
-    replicated): an upper bound where a framework shards them.
+    replicated): an upper bound where a framework shards them. transformers'
+    ``DeepseekV3Attention`` differs in two places: one matmul gives the latent
+    and the RoPE key together (d_c + d^R wide), and with FlashAttention-2 it pads
+    V to d + d^R.
 
     Args:
         cfg: an MLA config (``kv_lora_rank`` > 0).
@@ -134,7 +137,10 @@ def moe_mlp_terms(
     with one each expert takes at most C assignments, so at most E C are kept.
     Expert widths are split t ways as the dense MLP's are (expert tensor
     parallelism = t, no expert parallelism); the h-wide and routing terms are
-    split only with SP.
+    split only with SP. transformers' ``DeepseekV3MoE`` runs the same loop
+    (gather, expert, weight, ``index_add_``) but weights in the router's fp32,
+    so its weighted output is 4 h bytes per assignment; frameworks that sort
+    tokens and use grouped GEMMs keep other buffers, not counted here.
 
     Args:
         cfg: a config with experts.
