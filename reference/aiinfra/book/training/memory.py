@@ -120,6 +120,19 @@ def deepseek_routed_share() -> float:
     return 100 * sum(terms[k] for k in routed) / sum(terms[k] for k in mlp)
 
 
+def deepseek_routed_kib(experts: int | None = None) -> float:
+    """KiB per token DeepSeek-V3's routed experts keep (fused, bf16).
+
+    ``experts``: the top-k K to route to (default: the config's, 8).
+    """
+    c = preset("deepseek-v3")
+    if experts is not None:
+        c = replace(c, top_k=experts)
+    terms = layer_activation_terms(c, 4096, 1, attention="flash")
+    routed = [k for k in terms if "routed" in k or "gather" in k]
+    return sum(terms[k] for k in routed) / 4096 / 1024
+
+
 def deepseek_gib(part: str) -> float:
     """DeepSeek-V3 on TP 8 + SP, fused kernels, 4096 tokens: GiB per rank.
 
