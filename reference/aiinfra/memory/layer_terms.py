@@ -140,7 +140,9 @@ def moe_mlp_terms(
     split only with SP. transformers' ``DeepseekV3MoE`` runs the same loop
     (gather, expert, weight, ``index_add_``) but weights in the router's fp32,
     so its weighted output is 4 h bytes per assignment; frameworks that sort
-    tokens and use grouped GEMMs keep other buffers, not counted here.
+    tokens and use grouped GEMMs keep other buffers, not counted here. With a
+    16-bit router weight the package's matmul also keeps its fp32 copy, E h 4
+    bytes per layer whatever the tokens: a model state's copy, left out.
 
     Args:
         cfg: a config with experts.
