@@ -13,6 +13,7 @@ linear). Tolerance: none.
 import dataclasses
 
 import pytest
+import torch
 from aiinfra.memory.activations import activation_bytes_per_layer
 from aiinfra.memory.experiments import (
     eager_extras_bytes,
@@ -256,3 +257,27 @@ def test_family_table_rows_by_hand():
     assert rows["deepseek-v3"][3] == 196.5
     # Llama 3 70B's GQA 64/8, d = 128: 2 (2h + 64 d + 2 * 8 d + 64 d) + 4 * 64
     assert rows["llama-3-70b"][3] == round((2 * (2 * 8192 + 144 * 128) + 256) / 1024, 1)
+
+
+@pytest.mark.parametrize(
+    "name", ["deepseek-v3", "deepseek-v2", "mixtral-8x7b", "qwen1.5-moe-a2.7b"]
+)
+def test_bf16_expert_layer_keeps_the_fp32_router_copies(name):
+    # In bf16 the router reads fp32 copies of its input (counted) and of its
+    # weight (E h 4 bytes, a model state's copy, which the count leaves out).
+    from aiinfra.memory.layer_terms import moe_mlp_terms
+    from aiinfra.memory.measure import SavedTensorLog
+    from aiinfra.models.moe.layer import MoELayer
+
+    cfg = small(name, n_layers=1, first_dense_layers=0, n_heads=4, n_kv_heads=4)
+    n = 30
+    torch.manual_seed(0)
+    layer = MoELayer(cfg.d_model, cfg.moe_spec()).to(torch.bfloat16).train()
+    x = torch.randn(n, cfg.d_model, dtype=torch.bfloat16, requires_grad=True)
+    with SavedTensorLog(exclude=[*layer.parameters(), *layer.buffers()]) as log:
+        out = layer(x)  # kept: its graph holds what backward needs
+        measured = log.live_bytes
+    assert out.shape == x.shape
+    terms = moe_mlp_terms(cfg, n, 1, 1, 1, True, 2)
+    counted = sum(v for k, v in terms.items() if k != "MLP: norm input")
+    assert measured == counted + 4 * cfg.n_experts * cfg.d_model

@@ -122,8 +122,9 @@ def moe_mlp_terms(
     """What the package's mixture-of-experts layer saves, bytes per rank.
 
     :class:`~aiinfra.models.moe.layer.MoELayer` routes in fp32: the router's
-    input in fp32 (a copy when activations are 16-bit; the norm output itself in
-    fp32), the E scores (softmax or sigmoid output), each token's K chosen
+    input in fp32 (a copy when activations are 16-bit, and then the norm output
+    itself is kept only by shared experts; in fp32 the norm output itself), the
+    E scores (softmax or sigmoid output), each token's K chosen
     experts (int64), and with ``norm_topk`` the K weights and their sum that
     the division keeps. The grouped choice and the top-k values are freed with
     forward, since only the indices are used. Each expert then gathers its
@@ -163,10 +164,9 @@ def moe_mlp_terms(
     cap = spec.capacity(n)
     routed = n * K if cap is None else min(n * K, E * cap)  # assignments kept
     swiglu = 4 if eager else 3  # f-wide tensors of an eager or fused SwiGLU
-    terms = {
-        "MLP: norm input": e * n * h / whole,
-        "MLP: first linear input": e * n * h / whole,
-    }
+    terms = {"MLP: norm input": e * n * h / whole}
+    if e >= ROUTER_BYTES or spec.n_shared:  # the router's or the shared experts'
+        terms["MLP: first linear input"] = e * n * h / whole
     if e < ROUTER_BYTES:  # x.to(float32): a copy the router's matmul keeps
         terms["MoE: router input (fp32)"] = ROUTER_BYTES * n * h / whole
     terms["MoE: router scores (fp32)"] = ROUTER_BYTES * n * E / whole
