@@ -14,6 +14,7 @@ import textwrap
 
 import pytest
 from aiinfra.calculator import forms
+from aiinfra.models.presets import PRESETS
 
 TINY_CONFIG = json.dumps(
     {
@@ -118,12 +119,16 @@ def test_a_pasted_config_is_read_as_the_file_would_be(tmp_path):
     assert answer["rows"] == table["rows"]
 
 
+#: Mixtral with an odd expert width: TP cannot split its experts.
+ODD_EXPERTS = json.dumps({**PRESETS["mixtral-8x7b"], "intermediate_size": 14335})
+
+
 @pytest.mark.parametrize(
     ("kind", "values", "config", "flag"),
     [
         ("memory", {"--seq": "-3"}, "", "--seq"),
         ("memory", {"--tp": "three"}, "", "--tp"),
-        ("memory", {"--model": "mixtral-8x7b"}, "", "--model"),
+        ("memory", {"--model": forms.PASTED, "--tp": "2"}, ODD_EXPERTS, "--model"),
         ("memory", {"--model": forms.PASTED}, "{not json", "--model"),
         ("plan", {"--gpus": "0"}, "", "--gpus"),
         ("plan", {"--global-batch": "lots"}, "", "--global-batch"),
@@ -273,3 +278,12 @@ def test_the_forms_run_without_torch_numpy_or_matplotlib():
         check=False,
     )
     assert done.stdout.strip() == "ok", done.stderr
+
+
+def test_a_pasted_deepseek_v3_config_is_answered():
+    # The in-page form calls the same function: MLA and experts now counted.
+    pasted = json.dumps(PRESETS["deepseek-v3"])
+    answer = forms.run("memory", {"--model": forms.PASTED, "--tp": "8"}, pasted)
+    assert answer["ok"], answer
+    parts = {r[0]: r for r in answer["rows"]}
+    assert parts["activations (layers)"][1] > 0

@@ -67,7 +67,11 @@ def test_a_preset_and_its_config_file_give_the_same_table(tmp_path, capsys):
         (["--tp", "2", "--sp", "--seq", "1001"], None, "divide s"),
         ([], {"hidden_size": 64}, "'vocab_size' is missing"),
         ([], {**PRESETS["gpt2"], "n_embd": -768}, "'n_embd' must be positive"),
-        ([], PRESETS["deepseek-v3"], "mixture-of-experts"),
+        (
+            ["--tp", "2"],
+            {**PRESETS["mixtral-8x7b"], "intermediate_size": 14335},
+            "must divide d_expert = 14335",
+        ),
         (
             [],
             {**PRESETS["llama-3-8b"], "rope_scaling": {"rope_type": "llama3"}},
@@ -93,8 +97,19 @@ def test_bad_input_exits_2_with_a_message(argv, config, match, tmp_path, capsys)
 def test_model_and_config_are_exclusive(capsys):
     assert _run(["--model", "gpt2", "--config", "x.json"], capsys)[0] == 2
     assert _run(["--model", "gpt-5"], capsys)[0] == 2
-    rc, _, err = _run(["--model", "DeepSeek-V3"], capsys)  # a name, but MoE
-    assert rc == 2 and "mixture-of-experts model; the memory calculator" in err
+
+
+def test_mla_and_moe_models_are_answered(capsys):
+    from aiinfra.memory.calculator import GiB, estimate_memory
+    from aiinfra.models.presets import preset
+
+    argv = ["--model", "DeepSeek-V3", "--tp", "8", "--sp", "--attention", "flash"]
+    rc, out, _ = _run([*argv, "--json"], capsys)
+    assert rc == 0
+    (table,) = json.loads(out)["tables"].values()
+    est = estimate_memory(preset("deepseek-v3"), tp=8, sp=True, attention="flash")
+    row = next(r for r in table["rows"] if r[0] == "activations (layers)")
+    assert row[1] == int(est.activations) and row[2] == round(est.activations / GiB, 2)
 
 
 def test_attention_and_gradient_layout_options(capsys):

@@ -15,7 +15,11 @@ config's own layer: its K/V heads, its MLP (GELU or SwiGLU) and width ``d_ff``,
 dropout for the GPT family; with ``attention="materialised"`` in eager kernels (the
 paper's GPT layer gives its Table 2), with ``"flash"`` in fused ones
 (FlashAttention, Megatron's fused SwiGLU, no dropout). Multi-head latent attention
-and experts are not modelled. The output layer and the loss (the fp32 logits, V per
+and experts are counted as the package's own layers save them, dense layers before
+``first_dense_layers`` apart. Expert parallelism is not modelled: every rank holds
+all experts' weights (Psi counts them all), and the routed activations are each
+token's K assignments, the average an EP rank holds under balanced routing. The
+output layer and the loss (the fp32 logits, V per
 token) are counted apart, and so is what recomputation costs: the FLOPs of its
 second forward (:mod:`aiinfra.memory.recompute_cost`); ``grad_dtype`` chooses 16,
 18 or 20 bytes of model states per parameter. Not counted: the embedding
@@ -27,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from aiinfra.memory.activations import output_layer_bytes
-from aiinfra.memory.layer_terms import layer_activation_bytes
+from aiinfra.memory.layer_terms import model_activation_bytes
 from aiinfra.memory.model_states import gradient_layout, zero_model_states_bytes
 from aiinfra.memory.recompute_cost import recompute_overhead
 from aiinfra.models.config import TransformerConfig
@@ -84,7 +88,7 @@ def estimate_memory(
 
     Args:
         cfg: the model: h = ``d_model``, L = ``n_layers``, a = ``n_heads``, its
-            K/V heads, MLP and ``d_ff``.
+            K/V heads or MLA latents, MLP and ``d_ff`` or experts.
         seq: s, tokens per sequence.
         micro_batch: b, sequences per micro-batch.
         tp: t, tensor-parallel ranks; must divide ``n_heads`` and ``n_kv_heads``.
@@ -102,8 +106,8 @@ def estimate_memory(
 
     Raises:
         TypeError: ``cfg`` is not a :class:`TransformerConfig`.
-        ValueError: a size is not positive, ``tp`` does not divide the heads (or the
-            sequence with ``sp``), ``cfg`` has MLA or experts, or ``zero``,
+        ValueError: a size is not positive, ``tp`` does not divide the heads (or
+            the experts' widths, or the sequence with ``sp``), or ``zero``,
             ``recompute``, ``attention`` or ``grad_dtype`` is unknown.
     """
     if not isinstance(cfg, TransformerConfig):
@@ -117,7 +121,7 @@ def estimate_memory(
             f"n_kv_heads = {cfg.n_kv_heads} (heads are split across TP ranks)"
         )
     grad_bytes, k = gradient_layout(grad_dtype)
-    per_layer = layer_activation_bytes(
+    activations = model_activation_bytes(
         cfg, seq, micro_batch, tp, sp, recompute, attention
     )
     logits = output_layer_bytes(seq, micro_batch, cfg.d_model, cfg.vocab_size, tp)
@@ -129,7 +133,7 @@ def estimate_memory(
         params=states.params,
         grads=states.grads,
         optimizer=states.optimizer,
-        activations=cfg.n_layers * per_layer,
+        activations=activations,
         logits=logits,
         grad_dtype=grad_dtype,
         recompute_flops=recompute_overhead(cfg, seq, recompute),

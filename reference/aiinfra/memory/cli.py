@@ -9,9 +9,10 @@ is the same :class:`aiinfra.report.Table` the book renders, as text or JSON::
         --attention flash --grad-dtype fp32
 
 Both sources go through :meth:`TransformerConfig.from_hf_config`: ``--model`` names
-an entry of :data:`aiinfra.models.presets.PRESETS`, ``--config`` a file. A
-mixture-of-experts config is refused, since the calculator would count its experts
-as one dense MLP. Bad input (a missing config field, a negative size, a TP degree
+an entry of :data:`aiinfra.models.presets.PRESETS`, ``--config`` a file. Multi-head
+latent attention and experts (DeepSeek-V2/V3, Mixtral, Qwen-MoE) are counted as the
+package's own layers keep them; there is no expert parallelism (every rank is taken
+to hold all experts). Bad input (a missing config field, a negative size, a TP degree
 that does not divide the heads) ends with a one-line error on stderr and exit
 status 2, as for every ``aiinfra`` command.
 """
@@ -43,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source.add_argument(
         "--model",
         type=name_of(MODEL_NAMES),
-        help=f"a named model, any case: {', '.join(MODEL_NAMES)} (dense ones only)",
+        help=f"a named model, any case: {', '.join(MODEL_NAMES)}",
     )
     source.add_argument("--config", help="path to a Hugging Face config.json")
     add("--seq", type=int_at_least(1), default=4096, help="sequence length s")
@@ -68,21 +69,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_output_flags(parser)
 
 
-def _dense(fields: dict, name: str) -> TransformerConfig:
-    """The config of ``fields``, refusing a mixture-of-experts model."""
-    from aiinfra.models.config import TransformerConfig
-    from aiinfra.models.presets import is_moe
-
-    if is_moe(fields):
-        raise ValueError(
-            f"{name} describes a mixture-of-experts model; the memory calculator "
-            "models dense MLPs only"
-        )
-    return TransformerConfig.from_hf_config(fields)
-
-
-def read_dense_config(path: str | os.PathLike) -> TransformerConfig:
-    """Read a ``config.json`` file, refusing mixture-of-experts models.
+def read_config(path: str | os.PathLike) -> TransformerConfig:
+    """Read a ``config.json`` file.
 
     Args:
         path: the file.
@@ -91,13 +79,13 @@ def read_dense_config(path: str | os.PathLike) -> TransformerConfig:
         ``TransformerConfig.from_hf_config`` of its fields.
 
     Raises:
-        ValueError: the file is not a JSON object, the config has routed experts,
-            or a field is missing or wrong.
+        ValueError: the file is not a JSON object, or a field is missing or wrong.
         OSError: the file cannot be read.
     """
+    from aiinfra.models.config import TransformerConfig
     from aiinfra.models.hf.config import read_json_object
 
-    return _dense(read_json_object(path), f"config {os.fspath(path)!r}")
+    return TransformerConfig.from_hf_config(read_json_object(path))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -111,19 +99,20 @@ def run(args: argparse.Namespace) -> int:
         status 2 with the message).
 
     Raises:
-        ValueError: a config file that cannot be read or describes no dense
-            decoder, a mixture-of-experts model, or options the calculator rejects
-            (a TP degree that does not divide the heads).
+        ValueError: a config file that cannot be read or describes no decoder
+            the package models, or options the calculator rejects (a TP degree
+            that does not divide the heads or the experts' widths).
     """
     from aiinfra.memory.calculator import memory_report
+    from aiinfra.models.config import TransformerConfig
     from aiinfra.models.presets import model_fields
 
     if args.model:
         name = args.model
-        cfg = _dense(model_fields(name), f"--model {name}")
+        cfg = TransformerConfig.from_hf_config(model_fields(name))
     else:
         try:
-            name, cfg = args.config, read_dense_config(args.config)
+            name, cfg = args.config, read_config(args.config)
         except OSError as err:
             raise ValueError(f"--config cannot be read: {err}") from err
     table = memory_report(

@@ -171,12 +171,14 @@ def measure_config_layers(
     """Run ``config.n_layers`` of the package's own :class:`Block` in fp32.
 
     The blocks are those :class:`~aiinfra.models.transformer.Transformer` builds
-    from ``config`` (GQA, RoPE, RMSNorm, SwiGLU for the Llama family), written in
+    from ``config`` (GQA, RoPE, RMSNorm, SwiGLU for the Llama family; MLA and
+    experts, after ``first_dense_layers`` dense ones, for DeepSeek), written in
     eager PyTorch: what :func:`~aiinfra.memory.layer_terms.layer_activation_terms`
     counts with ``attention="materialised"``, plus :func:`eager_extras_bytes`.
 
     Args:
-        config: a dense GQA/MHA config with an RMSNorm and SwiGLU layer.
+        config: a config with an RMSNorm and SwiGLU layer (GQA or MLA, dense
+            or experts).
         b: micro-batch size.
         s: sequence length (at most ``config.max_seq_len``).
         seed: seeds the weights and the input (the global random state is
@@ -189,10 +191,11 @@ def measure_config_layers(
         ValueError: ``config`` is not a Llama-family layer (the GPT layer, with
             dropout, is :func:`measure_layers`'), or ``s`` does not fit it.
     """
-    if config.mlp != "swiglu" or config.norm != "rmsnorm" or config.is_mla:
+    if config.mlp != "swiglu" or config.norm != "rmsnorm":
         raise ValueError(
-            "config must be a Llama-family layer (rmsnorm, swiglu, GQA); the GPT "
-            "layer with dropout is measured by measure_layers"
+            "config must be a Llama-family layer (rmsnorm, swiglu; GQA or MLA, "
+            "dense or experts); the GPT layer with dropout is measured by "
+            "measure_layers"
         )
     if not 1 <= s <= config.max_seq_len:
         raise ValueError(f"s must be in [1, {config.max_seq_len}], got {s}")
@@ -216,16 +219,23 @@ def eager_extras_bytes(config: TransformerConfig, b: int, s: int) -> int:
     Each of the two RMSNorms, written as ``x * rsqrt(mean(x^2) + eps) * g``,
     keeps its normalised input before the gain (s b h) and its 1/rms per token
     (s b); the attention keeps its causal mask, s^2 bools shared by the batch.
+    MLA's RMSNorms on its latents keep the same: s b (d_c + 1), and s b (d_c' + 1)
+    when queries are compressed.
 
     Args:
-        config: the model (h = ``d_model``).
+        config: the model (h = ``d_model``; ``kv_lora_rank``, ``q_lora_rank``).
         b: micro-batch size.
         s: sequence length.
 
     Returns:
         Bytes per layer at 4 bytes per element.
     """
-    return 2 * 4 * (s * b * config.d_model + s * b) + s * s
+    widths = [config.d_model, config.d_model]  # the attention's and MLP's norms
+    if config.is_mla:
+        widths.append(config.kv_lora_rank)
+        if config.q_lora_rank:
+            widths.append(config.q_lora_rank)
+    return sum(4 * s * b * (w + 1) for w in widths) + s * s
 
 
 def measure_model_states(

@@ -34,7 +34,12 @@ class SavedTensor:
 
 
 class _Handle:
-    """What autograd keeps instead of the tensor; its death frees the bytes."""
+    """What autograd keeps instead of the tensor; its death frees the bytes.
+
+    It holds the tensor detached: an op that saves its own output (``amax``,
+    ``softmax``) would otherwise hold, through the output's ``grad_fn``, the node
+    that holds this handle, a cycle that outlives the graph.
+    """
 
     def __init__(self, log: SavedTensorLog, key: int, tensor: torch.Tensor) -> None:
         self.log, self.key, self.tensor = log, key, tensor
@@ -88,7 +93,7 @@ class SavedTensorLog(torch.autograd.graph.saved_tensors_hooks):
             self.live_bytes += storage.nbytes()
             self.peak_bytes = max(self.peak_bytes, self.live_bytes)
         self._refs[key] = self._refs.get(key, 0) + 1
-        return _Handle(self, key, tensor)
+        return _Handle(self, key, tensor.detach())  # no cycle through grad_fn
 
     @staticmethod
     def _unpack(handle: _Handle) -> torch.Tensor:

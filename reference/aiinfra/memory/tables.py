@@ -342,3 +342,79 @@ def recompute_cost_table(cases: tuple[tuple[str, int], ...] = RECOMPUTE_CASES) -
         "extra FLOPs of the second forward over the step's model FLOPs (attention "
         "counted over the full T x T square).",
     )
+
+
+FAMILY_MODELS = ("llama-3-70b", "mixtral-8x7b", "deepseek-v3")
+
+
+def attention_and_mlp_bytes(
+    name: str, s: int = 4096, b: int = 1, attention: str = "flash"
+) -> tuple[float, float]:
+    """Bytes per token one 16-bit layer of a preset keeps: (attention, MLP).
+
+    The last layer is taken (an expert layer in a mixture of experts); the
+    attention's part is every term up to the MLP's norm, the MLP's the rest.
+
+    Args:
+        name: a preset.
+        s: tokens per sequence.
+        b: sequences.
+        attention: ``"flash"`` (fused kernels) or ``"materialised"``.
+
+    Returns:
+        (attention bytes, MLP bytes), each per token.
+    """
+    terms = layer_activation_terms(preset(name), s, b, attention=attention)
+    keys = list(terms)
+    split = keys.index("MLP: norm input")
+    attn = sum(terms[k] for k in keys[:split])
+    mlp = sum(terms[k] for k in keys[split:])
+    return attn / (s * b), mlp / (s * b)
+
+
+def family_layers_table(
+    names: tuple[str, ...] = FAMILY_MODELS, s: int = 4096, b: int = 1
+) -> Table:
+    """GQA against MLA, a dense MLP against experts: bytes per token per layer.
+
+    Args:
+        names: presets.
+        s: tokens per sequence.
+        b: sequences.
+
+    Returns:
+        One row per model: its attention and MLP, and the KiB per token that
+        one 16-bit layer with fused kernels keeps in each and in all.
+    """
+    rows = []
+    for name in names:
+        c = preset(name)
+        attn_kind = "MLA" if c.is_mla else f"GQA {c.n_heads}/{c.n_kv_heads}"
+        spec = c.moe_spec()
+        if spec is None:
+            mlp_kind = f"SwiGLU f = {c.d_ff}"
+        else:
+            mlp_kind = f"MoE {spec.top_k}/{spec.n_experts} x {spec.d_expert}"
+            if spec.n_shared:
+                mlp_kind += f" + {spec.shared_width}"
+        attn, mlp = attention_and_mlp_bytes(name, s, b)
+        kib = [round(x / 1024, 1) for x in (attn, mlp, attn + mlp)]
+        rows.append([name, attn_kind, mlp_kind, *kib])
+    return Table(
+        columns=[
+            "model",
+            "attention",
+            "MLP",
+            "attention (KiB)",
+            "MLP (KiB)",
+            "layer (KiB)",
+        ],
+        rows=rows,
+        note="KiB one 16-bit layer keeps per token for backward with fused kernels "
+        "(FlashAttention, fused SwiGLU), no recomputation or parallelism. GQA H/G: "
+        "query and K/V heads; MoE K/E x f_e + f_s: K of E routed experts of width "
+        "f_e per token, shared experts of joint width f_s; an expert layer, "
+        "counted as the package's own layers keep it.",
+        stamp="s = {s}, b = {b}",
+        fields={"s": s, "b": b},
+    )

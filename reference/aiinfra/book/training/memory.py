@@ -10,7 +10,7 @@ from aiinfra.memory import figures as memory_figures
 from aiinfra.memory import model_states
 from aiinfra.memory import tables as memory_tables
 from aiinfra.memory.calculator import estimate_memory, memory_report
-from aiinfra.memory.layer_terms import layer_activation_bytes
+from aiinfra.memory.layer_terms import layer_activation_bytes, layer_activation_terms
 from aiinfra.memory.model_states import model_states_bytes, zero_model_states_bytes
 from aiinfra.memory.recompute_cost import recompute_overhead
 from aiinfra.models.params import count_parameters
@@ -85,6 +85,64 @@ def step_rows_table() -> Table:
 def config_layers_table() -> Table:
     """Bytes per token of each model's own layer, counted and measured shrunk."""
     return memory_tables.config_layers_table()
+
+
+def family_layers_table() -> Table:
+    """Llama 3 70B, Mixtral 8x7B and DeepSeek-V3: KiB per token per layer."""
+    return memory_tables.family_layers_table()
+
+
+def family_kib(name: str, part: str) -> float:
+    """KiB per token one fused 16-bit layer of ``name`` keeps: ``attention``/``mlp``."""
+    attn, mlp = memory_tables.attention_and_mlp_bytes(name)
+    return {"attention": attn, "mlp": mlp}[part] / 1024
+
+
+def deepseek_attention_ratio() -> float:
+    """DeepSeek-V3's MLA keeps this many times Llama 3 70B's GQA bytes per token."""
+    return family_kib("deepseek-v3", "attention") / family_kib(
+        "llama-3-70b", "attention"
+    )
+
+
+def deepseek_cache_bytes() -> int:
+    """Bytes of DeepSeek-V3's 16-bit latent KV cache per token and layer."""
+    c = preset("deepseek-v3")
+    return 2 * (c.kv_lora_rank + c.rope_head_dim)
+
+
+def deepseek_routed_share() -> float:
+    """Share of DeepSeek-V3's expert-layer MLP bytes in its K routed experts, %."""
+    terms = layer_activation_terms(preset("deepseek-v3"), 4096, 1, attention="flash")
+    mlp = [k for k in terms if k.startswith("MoE")] + ["MLP: norm input"]
+    mlp.append("MLP: first linear input")
+    routed = [k for k in mlp if "routed" in k or "gather" in k]
+    return 100 * sum(terms[k] for k in routed) / sum(terms[k] for k in mlp)
+
+
+def deepseek_routed_kib(experts: int | None = None) -> float:
+    """KiB per token DeepSeek-V3's routed experts keep (fused, bf16).
+
+    ``experts``: the top-k K to route to (default: the config's, 8).
+    """
+    c = preset("deepseek-v3")
+    if experts is not None:
+        c = replace(c, top_k=experts)
+    terms = layer_activation_terms(c, 4096, 1, attention="flash")
+    routed = [k for k in terms if "routed" in k or "gather" in k]
+    return sum(terms[k] for k in routed) / 4096 / 1024
+
+
+def deepseek_gib(part: str) -> float:
+    """DeepSeek-V3 on TP 8 + SP, fused kernels, 4096 tokens: GiB per rank.
+
+    ``part``: ``activations`` or ``states`` (every expert on every rank).
+    """
+    est = estimate_memory(
+        preset("deepseek-v3"), seq=4096, tp=8, sp=True, attention="flash"
+    )
+    states = est.params + est.grads + est.optimizer
+    return {"activations": est.activations, "states": states}[part] / GIB
 
 
 def recompute_cost_table() -> Table:
