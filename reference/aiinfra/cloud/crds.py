@@ -26,6 +26,8 @@ CRDS = {
     "kueue.x-k8s.io/v1beta2/ResourceFlavor": "resourceflavor-v1beta2.json",
     "kueue.x-k8s.io/v1beta2/ClusterQueue": "clusterqueue-v1beta2.json",
     "kueue.x-k8s.io/v1beta2/LocalQueue": "localqueue-v1beta2.json",
+    "trainer.kubeflow.org/v1alpha1/TrainJob": "trainjob-v1alpha1.json",
+    "resource.nvidia.com/v1beta1/ComputeDomain": "computedomain-v1beta1.json",
 }
 
 
