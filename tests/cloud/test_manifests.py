@@ -18,7 +18,12 @@ import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
-from aiinfra.cloud.crds import CRDS, KUBERNETES_VERSION, crd_schema
+from aiinfra.cloud.crds import (
+    CRDS,
+    DRA_KUBERNETES_VERSION,
+    KUBERNETES_VERSION,
+    crd_schema,
+)
 from aiinfra.cloud.job import RESTART_ENV, TrainingJob
 
 ROOT = Path(__file__).parents[2]
@@ -487,7 +492,6 @@ def test_a_trainjob_the_runtime_cannot_run_is_refused(case, message):
 # Kubernetes API reference, PodSpec.resourceClaims (PodResourceClaim: name, and one
 # of resourceClaimName / resourceClaimTemplateName) and ResourceRequirements.claims
 # (ResourceClaim: name, "must match the name of one entry in pod.spec.resourceClaims").
-DRA_VERSION = "1.34.0"  # resource.k8s.io/v1, DRA's GA release
 
 
 def test_every_pod_claims_the_compute_domains_channel(crd_validators):
@@ -517,7 +521,7 @@ def test_every_pod_claims_the_compute_domains_channel(crd_validators):
                 "metadata": {"name": "x"},
                 "spec": {"template": template},
             }
-            kubernetes_validate.validate(wrapped, DRA_VERSION, strict=True)
+            kubernetes_validate.validate(wrapped, DRA_KUBERNETES_VERSION, strict=True)
     # none of it without a ComputeDomain
     for template, _ in pod_templates(all_objects(JOBS["2x8"])):
         assert "resourceClaims" not in template["spec"]
@@ -531,7 +535,7 @@ def test_a_misspelt_claim_fails_the_kubernetes_schema():
     wrapped = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "x"}}
     wrapped["spec"] = {"template": template}
     with pytest.raises(kubernetes_validate.ValidationError):
-        kubernetes_validate.validate(wrapped, DRA_VERSION, strict=True)
+        kubernetes_validate.validate(wrapped, DRA_KUBERNETES_VERSION, strict=True)
 
 
 def test_a_compute_domain_the_driver_would_reject_fails_its_crd(crd_validators):

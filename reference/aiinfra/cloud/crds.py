@@ -13,6 +13,9 @@ from functools import cache
 from importlib import resources
 
 KUBERNETES_VERSION = "1.33.0"  # the cluster version the built-in objects must fit
+# Pods that claim devices through DRA are also checked against the release in which
+# its API, resource.k8s.io/v1, became generally available.
+DRA_KUBERNETES_VERSION = "1.34.0"
 
 #: ``apiVersion/kind`` of each custom resource -> its schema file in ``crds/``.
 CRDS = {

@@ -27,6 +27,7 @@ __all__ = [
     "GANG_NODES",
     "NVL72_TRAY_GPUS",
     "controllers_table",
+    "dra_kubernetes_version",
     "gang_figure",
     "gang_frames",
     "gang_table",
@@ -518,6 +519,11 @@ def gang_frames() -> list[Figure]:
 def kubernetes_version() -> str:
     """The Kubernetes version whose schemas the built-in objects must fit."""
     return crds.KUBERNETES_VERSION
+
+
+def dra_kubernetes_version() -> str:
+    """The Kubernetes version whose schema the pods with DRA claims must fit."""
+    return crds.DRA_KUBERNETES_VERSION
 
 
 def schemas_table() -> Table:
