@@ -417,7 +417,9 @@ def join_figure() -> Figure:
     fig.suptitle(f"and on ({', '.join(scrape.JOIN_LABELS)})", family="monospace")
     for ax, honor in zip(axes, (True, False), strict=True):
         train, gpu = _join_series(honor)
-        ax.set_title(f"honorLabels: {str(honor).lower()}", fontsize=11)
+        ax.set_title(
+            f"honorLabels: {str(honor).lower()}", fontsize=11, family="monospace"
+        )
         ax.text(0.02, 0.92, "the job's series", fontsize=10, color="#3182bd")
         ax.text(0.02, 0.5, "its GPUs' series", fontsize=10, color="#31a354")
         rows = {}
