@@ -682,7 +682,7 @@ def trainjob_table() -> Table:
         ["API", f"{pt['apiVersion']} {pt['kind']}", f"{tj['apiVersion']} {tj['kind']}"],
         [
             "the pod template",
-            "pytorchReplicaSpecs (Master, Worker)",
+            "pytorchReplicaSpecs",
             f"{runtime['kind']} {runtime['name']}, runtimePatches",
         ],
         [
@@ -697,8 +697,7 @@ def trainjob_table() -> Table:
         ],
         [
             "nodes x GPUs",
-            f"{sum(r['replicas'] for r in replicas.values())} x "
-            f"{job.gpus_per_node} ({', '.join(replicas)})",
+            f"{sum(r['replicas'] for r in replicas.values())} x {job.gpus_per_node}",
             f"numNodes {trainer['numNodes']} x numProcPerNode "
             f"{trainer['numProcPerNode']}",
         ],
