@@ -14,6 +14,7 @@ from pathlib import Path
 import aiinfra.cli
 import aiinfra.cloud.kueue as kueue
 import aiinfra.cloud.manifests as k8s
+import aiinfra.cloud.preview as preview
 import jsonschema
 import kubernetes_validate
 import pytest
@@ -299,7 +300,7 @@ def test_deploy_files_are_what_the_cli_renders_now(tmp_path, monkeypatch):
     assert render(["--kind", "jobset", "--rdma", "--out", str(tmp_path)], None) == 0
     tas = ["--queue", "team-a", "--topology-level", "cloud.provider.com/topology-rack"]
     assert render(["--kind", "jobset", *tas, "--out", str(tmp_path)], None) == 0
-    assert k8s.main([str(tmp_path)]) == 0  # the TrainJob and the IMEX JobSet
+    assert preview.main([str(tmp_path)]) == 0  # the TrainJob and the IMEX JobSet
     written = sorted(p.name for p in tmp_path.iterdir())
     assert written == sorted(p.name for p in deploy.iterdir())
     assert written == [
