@@ -14,11 +14,17 @@ from pathlib import Path
 import aiinfra.cli
 import aiinfra.cloud.kueue as kueue
 import aiinfra.cloud.manifests as k8s
+import aiinfra.cloud.preview as preview
 import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
-from aiinfra.cloud.crds import CRDS, KUBERNETES_VERSION, crd_schema
+from aiinfra.cloud.crds import (
+    CRDS,
+    DRA_KUBERNETES_VERSION,
+    KUBERNETES_VERSION,
+    crd_schema,
+)
 from aiinfra.cloud.job import RESTART_ENV, TrainingJob
 
 ROOT = Path(__file__).parents[2]
@@ -35,6 +41,7 @@ JOBS = {
     "monitored": TrainingJob(
         "m", "img", BENCH, 2, 8, metrics_port=8000, ckpt_claim="ckpt-rwx"
     ),
+    "imex": TrainingJob("x", "img", BENCH, 2, 4, compute_domain="x-imex"),
 }
 
 
@@ -293,14 +300,17 @@ def test_deploy_files_are_what_the_cli_renders_now(tmp_path, monkeypatch):
     assert render(["--kind", "jobset", "--rdma", "--out", str(tmp_path)], None) == 0
     tas = ["--queue", "team-a", "--topology-level", "cloud.provider.com/topology-rack"]
     assert render(["--kind", "jobset", *tas, "--out", str(tmp_path)], None) == 0
+    assert preview.main([str(tmp_path)]) == 0  # the TrainJob and the IMEX JobSet
     written = sorted(p.name for p in tmp_path.iterdir())
     assert written == sorted(p.name for p in deploy.iterdir())
     assert written == [
         "job.yaml",
+        "jobset-imex.yaml",
         "jobset-rdma.yaml",
         "jobset-tas.yaml",
         "jobset.yaml",
         "pytorchjob.yaml",
+        "trainjob.yaml",
     ]
     for name in written:
         assert (deploy / name).read_text() == (tmp_path / name).read_text(), name
@@ -401,3 +411,148 @@ def test_deploy_kueue_file_is_what_the_cli_renders_now(tmp_path):
 def test_a_kueue_configuration_kueue_would_reject_is_refused(kwargs, error, message):
     with pytest.raises(error, match=message):
         kueue.kueue_configuration(**kwargs)
+
+
+# Kubeflow Trainer v2.3.0's torch-distributed ClusterTrainingRuntime
+# (manifests/base/runtimes/torch_distributed.yaml): its JobSet's replicated job and
+# the trainer container are both "node"; the torch plugin sets these variables,
+# which torchrun reads as its --nnodes, --nproc-per-node, --node-rank, --master-*
+# (pkg/runtime/framework/plugins/torch/torch.go, pkg/constants/constants.go).
+TORCH_RUNTIME = {"name": "torch-distributed", "kind": "ClusterTrainingRuntime"}
+RUNTIME_NODE = "node"
+PET_ENV = {"PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR"}
+
+
+@pytest.mark.parametrize("case", ["2x8", "1x4", "queued", "rdma", "tas"])
+def test_the_trainjob_fits_its_crd_and_names_the_torch_runtime(case, crd_validators):
+    job = JOBS[case]
+    (train,) = k8s.trainjob(job)
+    validate(train, crd_validators)
+    spec = train["spec"]
+    assert spec["runtimeRef"]["name"] == TORCH_RUNTIME["name"]
+    assert spec["runtimeRef"]["kind"] == TORCH_RUNTIME["kind"]
+    trainer = spec["trainer"]
+    assert (trainer["numNodes"], trainer["numProcPerNode"]) == (
+        job.nodes,
+        job.gpus_per_node,
+    )
+    assert trainer["resourcesPerNode"]["limits"]["nvidia.com/gpu"] == job.gpus_per_node
+    # torchrun and the book's command, no rendezvous flags: the runtime sets PET_*
+    assert trainer["command"] == ["torchrun", *job.command]
+    assert not {e["name"] for e in trainer["env"]} & PET_ENV
+    (patch,) = spec["runtimePatches"]
+    (rjob,) = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
+    assert rjob["name"] == RUNTIME_NODE
+    pod = rjob["template"]["spec"]["template"]
+    assert [c["name"] for c in pod["spec"]["containers"]] == [RUNTIME_NODE]
+    # the same pod as every other kind: /dev/shm in memory, one pod per node
+    (shm,) = [v for v in pod["spec"]["volumes"] if v["name"] == "dshm"]
+    assert shm["emptyDir"]["medium"] == "Memory"
+    (term,) = pod["spec"]["affinity"]["podAntiAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert term["topologyKey"] == "kubernetes.io/hostname"
+    assert term["labelSelector"]["matchLabels"].items() <= (
+        pod["metadata"]["labels"].items()
+    )
+    assert spec.get("suspend") is (True if job.queue else None)
+
+
+@pytest.mark.parametrize(
+    "path, bad",
+    [
+        (["trainer", "numProcPerNode"], "8"),  # int32 in v1alpha1
+        (["runtimeRef", "nam"], "torch-distributed"),
+        (["trainer", "numNode"], 2),
+    ],
+)
+def test_a_broken_trainjob_fails_validation(path, bad, crd_validators):
+    (train,) = copy.deepcopy(k8s.trainjob(JOBS["2x8"]))
+    *parents, leaf = path
+    node = train["spec"]
+    for key in parents:
+        node = node[key]
+    node[leaf] = bad
+    with pytest.raises(jsonschema.ValidationError):
+        validate(train, crd_validators)
+
+
+@pytest.mark.parametrize(
+    "case, message",
+    [
+        ("elastic", "min_nodes and max_nodes must equal nodes"),
+        ("monitored", "metrics_port must be None for a TrainJob"),
+        ("imex", "compute_domain must be None for a TrainJob"),
+    ],
+)
+def test_a_trainjob_the_runtime_cannot_run_is_refused(case, message):
+    with pytest.raises(ValueError, match=message):
+        k8s.trainjob(JOBS[case])
+
+
+# Kubernetes API reference, PodSpec.resourceClaims (PodResourceClaim: name, and one
+# of resourceClaimName / resourceClaimTemplateName) and ResourceRequirements.claims
+# (ResourceClaim: name, "must match the name of one entry in pod.spec.resourceClaims").
+
+
+def test_every_pod_claims_the_compute_domains_channel(crd_validators):
+    job = JOBS["imex"]
+    for kind, render in k8s.RENDERERS.items():
+        objects = render(job)
+        domain = objects[0]
+        assert (domain["kind"], domain["apiVersion"]) == (
+            "ComputeDomain",
+            "resource.nvidia.com/v1beta1",
+        ), kind
+        validate(domain, crd_validators)
+        template_name = domain["spec"]["channel"]["resourceClaimTemplate"]["name"]
+        for template, _ in pod_templates(objects):
+            spec = template["spec"]
+            (claim,) = spec["resourceClaims"]
+            assert set(claim) == {"name", "resourceClaimTemplateName"}
+            assert claim["resourceClaimTemplateName"] == template_name
+            (container,) = spec["containers"]
+            assert container["resources"]["claims"] == [{"name": claim["name"]}]
+            # and the GPUs are still the device plugin's count, beside the claim
+            assert container["resources"]["limits"]["nvidia.com/gpu"] == 4
+            # the pod, as a batch/v1 Job's, fits the Kubernetes schema of DRA's GA
+            wrapped = {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "metadata": {"name": "x"},
+                "spec": {"template": template},
+            }
+            kubernetes_validate.validate(wrapped, DRA_KUBERNETES_VERSION, strict=True)
+    # none of it without a ComputeDomain
+    for template, _ in pod_templates(all_objects(JOBS["2x8"])):
+        assert "resourceClaims" not in template["spec"]
+        assert "claims" not in template["spec"]["containers"][0]["resources"]
+
+
+def test_a_misspelt_claim_fails_the_kubernetes_schema():
+    objects = copy.deepcopy(k8s.plain_job(JOBS["imex"]))
+    template = objects[1]["spec"]["template"]
+    template["spec"]["resourceClaims"][0]["resourceClaimTemplate"] = "x-imex"
+    wrapped = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "x"}}
+    wrapped["spec"] = {"template": template}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(wrapped, DRA_KUBERNETES_VERSION, strict=True)
+
+
+def test_a_compute_domain_the_driver_would_reject_fails_its_crd(crd_validators):
+    domain = k8s.RENDERERS["jobset"](JOBS["imex"])[0]
+    bad = copy.deepcopy(domain)
+    bad["spec"]["channel"]["allocationMode"] = "Some"  # All or Single
+    with pytest.raises(jsonschema.ValidationError):
+        validate(bad, crd_validators)
+    bad = copy.deepcopy(domain)
+    del bad["spec"]["numNodes"]  # required, even if deprecated
+    with pytest.raises(jsonschema.ValidationError):
+        validate(bad, crd_validators)
+
+
+def test_a_compute_domain_name_must_be_a_dns_label():
+    with pytest.raises(ValueError, match="compute_domain must be a DNS-1123 label"):
+        TrainingJob("t", "i", BENCH, 2, 8, compute_domain="IMEX domain")
+    with pytest.raises(ValueError, match="job.compute_domain must name"):
+        k8s.compute_domain(JOBS["2x8"])

@@ -13,6 +13,9 @@ from functools import cache
 from importlib import resources
 
 KUBERNETES_VERSION = "1.33.0"  # the cluster version the built-in objects must fit
+# Pods that claim devices through DRA are also checked against the release in which
+# its API, resource.k8s.io/v1, became generally available.
+DRA_KUBERNETES_VERSION = "1.34.0"
 
 #: ``apiVersion/kind`` of each custom resource -> its schema file in ``crds/``.
 CRDS = {
@@ -26,6 +29,8 @@ CRDS = {
     "kueue.x-k8s.io/v1beta2/ResourceFlavor": "resourceflavor-v1beta2.json",
     "kueue.x-k8s.io/v1beta2/ClusterQueue": "clusterqueue-v1beta2.json",
     "kueue.x-k8s.io/v1beta2/LocalQueue": "localqueue-v1beta2.json",
+    "trainer.kubeflow.org/v1alpha1/TrainJob": "trainjob-v1alpha1.json",
+    "resource.nvidia.com/v1beta1/ComputeDomain": "computedomain-v1beta1.json",
 }
 
 

@@ -91,6 +91,10 @@ class TrainingJob:
             that level (one rack, one block); needs ``queue``.
         topology_required: the domain is a requirement (the job waits for one
             with room); ``False``: a preference (Kueue tries the next level up).
+        compute_domain: the name of an NVIDIA DRA driver ComputeDomain the job
+            makes: each pod claims one IMEX channel of it through the
+            ResourceClaimTemplate of that name, so that the pods of a multi-node
+            NVLink rack (GB200 NVL72) share GPU memory over NVLink.
 
     Raises:
         ValueError: an argument that no cluster can run, named with its constraint.
@@ -120,6 +124,7 @@ class TrainingJob:
     ckpt_claim: str | None = None
     topology_level: str | None = None
     topology_required: bool = True
+    compute_domain: str | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.command, str):
@@ -207,7 +212,13 @@ class TrainingJob:
             )
         if not self.image.strip() or any(c.isspace() for c in self.image):
             raise ValueError(f"image must be a non-empty reference, got {self.image!r}")
-        for arg in ("namespace", "queue", "rdma_network", "ckpt_claim"):
+        for arg in (
+            "namespace",
+            "queue",
+            "rdma_network",
+            "ckpt_claim",
+            "compute_domain",
+        ):
             value = getattr(self, arg)
             if value is not None and not (
                 DNS_1123.fullmatch(value) and len(value) <= DNS_LABEL_MAX

@@ -11,6 +11,14 @@ object is created suspended and labelled with its LocalQueue); without Kueue, th
 Volcano variant gangs the pods with a PodGroup. Each function returns plain dicts in
 the order ``kubectl apply`` needs them; a job whose pods serve metrics gets its
 PodMonitor last (:mod:`aiinfra.cloud.scrape`).
+
+Two newer ways to run the same pods are rendered beside them: Kubeflow Trainer v2's
+``TrainJob``, which names a ``ClusterTrainingRuntime`` (the pod's shape) and supplies
+only the trainer's image, command and sizes (:func:`trainjob`); and, for a
+multi-node NVLink rack, a ``ComputeDomain`` of NVIDIA's DRA driver whose IMEX channel
+each pod claims through Dynamic Resource Allocation (:func:`compute_domain`). Neither
+has a flag of ``aiinfra k8s render`` yet: ``python -m aiinfra.cloud.preview OUT``
+writes their files.
 """
 
 from __future__ import annotations
@@ -44,6 +52,18 @@ RDMA_ENV = {
     "NCCL_IB_HCA": "mlx5",  # a prefix: every mlx5_* HCA the device plugin mounted
     "NCCL_SOCKET_IFNAME": "eth0",  # bootstrap over the pod network, data over verbs
 }
+# NVIDIA's DRA driver (k8s-dra-driver-gpu v25.12.0): a ComputeDomain makes a
+# ResourceClaimTemplate of the name it is given; a claim from it is one IMEX channel
+# (/dev/nvidia-caps-imex-channels/channelN) of the IMEX domain its pods' nodes join.
+COMPUTE_DOMAIN_API = "resource.nvidia.com/v1beta1"
+IMEX_CLAIM = "imex-channel"  # the pod's name for its claim, listed by the container
+# Kubeflow Trainer v2 (kubeflow/trainer v2.3.0): the TrainJob's runtime and the names
+# its torch-distributed ClusterTrainingRuntime gives the trainer's replicated job
+# and container (manifests/base/runtimes/torch_distributed.yaml; constants.Node).
+TRAINER_API = "trainer.kubeflow.org/v1alpha1"
+TRAINER_RUNTIME = "torch-distributed"
+TRAINER_NODE = "node"
+TRAINER_PATCH_MANAGER = "aiinfra.dev/render"  # who owns the TrainJob's patch
 
 
 def metadata(job: TrainingJob, queued: bool = False) -> Object:
@@ -107,6 +127,13 @@ def pod_template(job: TrainingJob, kind: str, restart_policy: str) -> Object:
         container["env"].append(
             {"name": METRICS_PORT_ENV, "value": str(job.metrics_port)}
         )
+    if job.compute_domain is not None:
+        # Dynamic Resource Allocation: the pod claims one IMEX channel from the
+        # ComputeDomain's template; the container lists the claims it uses.
+        container["resources"]["claims"] = [{"name": IMEX_CLAIM}]
+        spec_claims = [
+            {"name": IMEX_CLAIM, "resourceClaimTemplateName": job.compute_domain}
+        ]
     if job.ckpt_claim is not None:
         # One shared volume: every rank's shard in one place, read by any restart.
         container["volumeMounts"].append({"name": "ckpt", "mountPath": CKPT_MOUNT})
@@ -126,6 +153,8 @@ def pod_template(job: TrainingJob, kind: str, restart_policy: str) -> Object:
             {"key": job.gpu_resource, "operator": "Exists", "effect": "NoSchedule"}
         ],
     }
+    if job.compute_domain is not None:
+        spec["resourceClaims"] = spec_claims
     return {"metadata": metadata, "spec": spec}
 
 
@@ -287,6 +316,126 @@ def volcano_job(job: TrainingJob) -> list[Object]:
     return [group, service, batch_job]
 
 
+def compute_domain(job: TrainingJob) -> Object:
+    """The ``ComputeDomain`` whose IMEX channel every pod of ``job`` claims.
+
+    The driver starts an IMEX daemon on each node where a pod claiming the channel
+    lands, joins those daemons into one IMEX domain, and generates the
+    ResourceClaimTemplate named in ``channel``. ``numNodes`` is 0, as the CRD
+    recommends with the driver's default ``IMEXDaemonsWithDNSNames``: a pod starts
+    once its own node's daemon is up, and torchrun's rendezvous waits for the rest.
+
+    Raises:
+        ValueError: ``job.compute_domain`` is not set.
+    """
+    if job.compute_domain is None:
+        raise ValueError("job.compute_domain must name the ComputeDomain, got None")
+    meta = metadata(job)
+    meta["name"] = job.compute_domain
+    return {
+        "apiVersion": COMPUTE_DOMAIN_API,
+        "kind": "ComputeDomain",
+        "metadata": meta,
+        "spec": {
+            "numNodes": 0,
+            "channel": {"resourceClaimTemplate": {"name": job.compute_domain}},
+        },
+    }
+
+
+def trainjob(job: TrainingJob) -> list[Object]:
+    """A Kubeflow Trainer v2 ``TrainJob`` on the ``torch-distributed`` runtime.
+
+    The runtime (a ``ClusterTrainingRuntime`` the platform installs) holds the
+    JobSet template; the TrainJob gives the trainer's image, command, nodes and
+    resources, and the trainer's torch plugin sets torchrun's ``PET_NNODES``,
+    ``PET_NPROC_PER_NODE``, ``PET_NODE_RANK`` and ``PET_MASTER_ADDR/PORT`` (pod 0
+    of the JobSet), so the command is ``torchrun`` with no rendezvous flags. The
+    rest of the book's pod (``/dev/shm``, the checkpoint volume, one pod per node,
+    the GPU toleration, RDMA) goes in as a ``runtimePatches`` entry.
+
+    Raises:
+        ValueError: the job is elastic, serves metrics or claims a ComputeDomain:
+            Trainer v2's torch runtime runs a fixed size, and its patches can add
+            neither a container port nor a resource claim.
+    """
+    if job.elastic:
+        raise ValueError(
+            f"min_nodes and max_nodes must equal nodes ({job.nodes}) for a TrainJob, "
+            f"got {job.min_nodes}..{job.max_nodes}: the torch runtime is not elastic"
+        )
+    for arg in ("metrics_port", "compute_domain"):
+        if getattr(job, arg) is not None:
+            raise ValueError(
+                f"{arg} must be None for a TrainJob, got {getattr(job, arg)!r}: its "
+                f"runtimePatches cannot add a container port or a resource claim"
+            )
+    pod = pod_template(job, "jobset", "Never")
+    (container,) = pod["spec"]["containers"]
+    patch_container: Object = {
+        "name": TRAINER_NODE,
+        "volumeMounts": container["volumeMounts"],
+    }
+    if "securityContext" in container:
+        patch_container["securityContext"] = container["securityContext"]
+    patch_pod = {
+        "metadata": pod["metadata"],
+        "spec": {
+            "containers": [patch_container],
+            "volumes": pod["spec"]["volumes"],
+            "affinity": pod["spec"]["affinity"],
+            "tolerations": pod["spec"]["tolerations"],
+        },
+    }
+    replicated = {"name": TRAINER_NODE, "template": {"spec": {"template": patch_pod}}}
+    spec: Object = {
+        "runtimeRef": {
+            "name": TRAINER_RUNTIME,
+            "kind": "ClusterTrainingRuntime",
+            "apiGroup": TRAINER_API.split("/")[0],
+        },
+        "trainer": {
+            "image": job.image,
+            "command": ["torchrun", *job.command],
+            "numNodes": job.nodes,
+            "numProcPerNode": job.gpus_per_node,
+            "resourcesPerNode": container["resources"],
+            "env": container["env"],
+        },
+        "runtimePatches": [
+            {
+                "manager": TRAINER_PATCH_MANAGER,
+                "trainingRuntimeSpec": {
+                    "template": {"spec": {"replicatedJobs": [replicated]}}
+                },
+            }
+        ],
+    }
+    if job.queue is not None:
+        spec["suspend"] = True
+    return [
+        {
+            "apiVersion": TRAINER_API,
+            "kind": "TrainJob",
+            "metadata": metadata(job, queued=True),
+            "spec": spec,
+        }
+    ]
+
+
+def with_compute_domain(
+    render: Callable[[TrainingJob], list[Object]],
+) -> Callable[[TrainingJob], list[Object]]:
+    """``render`` preceded by the job's ComputeDomain when it claims one."""
+
+    @functools.wraps(render)
+    def objects(job: TrainingJob) -> list[Object]:
+        found = render(job)
+        return found if job.compute_domain is None else [compute_domain(job), *found]
+
+    return objects
+
+
 def monitored(
     render: Callable[[TrainingJob], list[Object]],
 ) -> Callable[[TrainingJob], list[Object]]:
@@ -302,7 +451,7 @@ def monitored(
 
 # What `aiinfra k8s render --kind` renders; `all` means the first three.
 RENDERERS: dict[str, Callable[[TrainingJob], list[Object]]] = {
-    kind: monitored(render)
+    kind: with_compute_domain(monitored(render))
     for kind, render in {
         "job": plain_job,
         "jobset": jobset,
@@ -316,3 +465,7 @@ def to_yaml(objects: list[Object]) -> str:
     """A multi-document YAML stream, keys in the order the functions above build."""
     yaml = require("yaml", "cloud")  # PyYAML: an optional package
     return yaml.safe_dump_all(objects, sort_keys=False, default_flow_style=False)
+
+
+#: The ComputeDomain of the reference IMEX job (:mod:`aiinfra.cloud.preview`).
+REFERENCE_COMPUTE_DOMAIN = "aiinfra-train-imex"

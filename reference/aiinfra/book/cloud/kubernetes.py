@@ -18,16 +18,21 @@ from aiinfra.cloud import crds, gang, kueue
 from aiinfra.cloud import manifests as k8s
 from aiinfra.cloud.cli import REFERENCE_COMMAND, REFERENCE_IMAGE, REFERENCE_NAME
 from aiinfra.cloud.job import TrainingJob
+from aiinfra.hardware.rails import GB200_NVL72
 from aiinfra.report import Table
 
 __all__ = [
     "GANG_HORIZON",
     "GANG_JOBS",
     "GANG_NODES",
+    "NVL72_TRAY_GPUS",
     "controllers_table",
+    "dra_kubernetes_version",
     "gang_figure",
     "gang_frames",
     "gang_table",
+    "imex_figure",
+    "imex_nodes",
     "job_figure",
     "kueue_table",
     "kubernetes_version",
@@ -40,6 +45,7 @@ __all__ = [
     "refused_message",
     "schemas_table",
     "torchrun_table",
+    "trainjob_table",
 ]
 
 #: The two-node cluster of the scheduling figure and its two jobs (pods, steps).
@@ -515,6 +521,11 @@ def kubernetes_version() -> str:
     return crds.KUBERNETES_VERSION
 
 
+def dra_kubernetes_version() -> str:
+    """The Kubernetes version whose schema the pods with DRA claims must fit."""
+    return crds.DRA_KUBERNETES_VERSION
+
+
 def schemas_table() -> Table:
     """The schema each rendered kind is checked against, and where it comes from."""
     rows = [["Service, Job", f"Kubernetes {crds.KUBERNETES_VERSION} OpenAPI", "-"]]
@@ -537,3 +548,163 @@ def refused_message() -> str:
     except ValueError as exc:
         return str(exc)
     raise AssertionError("a 16-GPU pod on an 8-GPU node was accepted")
+
+
+#: GPUs in one compute tray (node) of a GB200 NVL72 rack: two Grace-Blackwell
+#: superchips of two GPUs each.
+NVL72_TRAY_GPUS = 4
+#: Trays (pods) of the figure's IMEX job: 16 of the rack's 72 GPUs.
+_IMEX_NODES = 4
+
+
+def _imex_job() -> TrainingJob:
+    """A job of whole NVL72 trays, its pods on one ComputeDomain."""
+    return TrainingJob(
+        REFERENCE_NAME,
+        REFERENCE_IMAGE,
+        REFERENCE_COMMAND,
+        _IMEX_NODES,
+        NVL72_TRAY_GPUS,
+        node_gpus=NVL72_TRAY_GPUS,
+        compute_domain=k8s.REFERENCE_COMPUTE_DOMAIN,
+    )
+
+
+def imex_nodes() -> int:
+    """Trays (pods) of the IMEX figure's job."""
+    return _imex_job().nodes
+
+
+def imex_figure() -> Figure:
+    """An NVL72 rack: the job's pods, their ComputeDomain and IMEX channels."""
+    job = _imex_job()
+    domain, jobset = k8s.RENDERERS["jobset"](job)
+    template = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    (claim,) = template["spec"]["resourceClaims"]
+    trays = GB200_NVL72.gpus // NVL72_TRAY_GPUS
+    fig = Figure(figsize=(10, 4.6), layout="constrained")
+    ax = fig.add_subplot()
+    step = 0.96 / trays
+    used = job.nodes
+    # The ComputeDomain: a dashed box around the trays holding the job's pods.
+    ax.add_patch(
+        FancyBboxPatch(
+            (0.02, 0.2),
+            used * step - 0.008,
+            0.62,
+            boxstyle="round,pad=0.006",
+            fc="#fff5eb",
+            ec="#e6550d",
+            ls="--",
+            lw=1.5,
+        )
+    )
+    for t in range(trays):
+        x0 = 0.02 + t * step
+        mine = t < used
+        ax.add_patch(
+            FancyBboxPatch(
+                (x0 + 0.004, 0.24),
+                step - 0.016,
+                0.4,
+                boxstyle="round,pad=0.003",
+                fc="#c6dbef" if mine else "#f0f0f0",
+                ec="#3182bd" if mine else "#999999",
+            )
+        )
+        for g in range(NVL72_TRAY_GPUS):
+            ax.scatter(
+                x0 + step / 2 - 0.004,
+                0.3 + g * 0.075,
+                s=40,
+                marker="s",
+                color="#31a354" if mine else "#bbbbbb",
+                zorder=3,
+            )
+        if mine:
+            ax.text(x0 + step / 2 - 0.004, 0.68, f"pod {t}", ha="center", fontsize=8)
+            ax.text(x0 + step / 2 - 0.004, 0.75, "IMEX", ha="center", fontsize=7)
+    # The NVLink switch trays: one NVLink domain under all the compute trays.
+    ax.add_patch(
+        FancyBboxPatch(
+            (0.02, 0.06),
+            0.95,
+            0.08,
+            boxstyle="round,pad=0.004",
+            fc="#dadaeb",
+            ec="#756bb1",
+        )
+    )
+    ax.text(
+        0.5,
+        0.085,
+        "NVLink switch trays: one NVLink domain for the whole rack",
+        ha="center",
+        fontsize=10,
+    )
+    for t in range(trays):
+        x = 0.02 + t * step + step / 2 - 0.004
+        ax.plot([x, x], [0.14, 0.24], color="#756bb1", lw=1)
+    ax.text(
+        0.02,
+        0.9,
+        f"ComputeDomain {domain['metadata']['name']}: "
+        f"{claim['name']} claimed by each pod",
+        ha="left",
+        fontsize=10,
+        color="#e6550d",
+    )
+    ax.text(
+        0.02 + used * step + 0.01,
+        0.72,
+        "the rack's other trays: outside the domain, no access to its memory",
+        ha="left",
+        fontsize=10,
+        color="#777777",
+    )
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.axis("off")
+    return fig
+
+
+def trainjob_table() -> Table:
+    """The reference job as a PyTorchJob and as a TrainJob: who sets what."""
+    job = replace(_job(), ckpt_claim=None)
+    (pt,) = k8s.pytorchjob(job)
+    (tj,) = k8s.trainjob(job)
+    master = pt["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
+    args = master["containers"][0]["args"]
+    replicas = pt["spec"]["pytorchReplicaSpecs"]
+    runtime = tj["spec"]["runtimeRef"]
+    trainer = tj["spec"]["trainer"]
+    rows = [
+        ["API", f"{pt['apiVersion']} {pt['kind']}", f"{tj['apiVersion']} {tj['kind']}"],
+        [
+            "the pod template",
+            "pytorchReplicaSpecs",
+            f"{runtime['kind']} {runtime['name']}, runtimePatches",
+        ],
+        [
+            "torchrun's size and rank",
+            " ".join(args[: args.index("--rdzv-backend")]),
+            "PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK",
+        ],
+        [
+            "pod 0",
+            job.head_host("pytorchjob"),
+            f"PET_MASTER_ADDR = {job.head_host('jobset')}",
+        ],
+        [
+            "nodes x GPUs",
+            f"{sum(r['replicas'] for r in replicas.values())} x {job.gpus_per_node}",
+            f"numNodes {trainer['numNodes']} x numProcPerNode "
+            f"{trainer['numProcPerNode']}",
+        ],
+    ]
+    return Table(
+        ["", "PyTorchJob (training operator v1)", "TrainJob (Trainer v2)"],
+        rows,
+        note="Read from the objects that aiinfra.cloud.manifests renders for the "
+        "reference job; PET_* are set by the runtime's torch plugin.",
+    )

@@ -34,7 +34,7 @@ from aiinfra.cloud.cli import (
 )
 from aiinfra.cloud.dashboard import grafana_dashboard
 from aiinfra.cloud.job import REFERENCE_NAME, TrainingJob
-from aiinfra.cloud.manifests import RENDERERS
+from aiinfra.cloud.manifests import CONTAINER, RENDERERS
 from aiinfra.cloud.metrics import DCGM_METRICS, TRAINING_METRICS, TrainingExporter
 from aiinfra.report import Table
 
@@ -47,6 +47,7 @@ __all__ = [
     "dashboard_figure",
     "dashboard_panel_count",
     "dcgm_table",
+    "join_figure",
     "scrape_figure",
     "scrape_table",
     "stall_minutes",
@@ -374,3 +375,93 @@ def scrape_labels_table() -> Table:
         "honorLabels. The pod name's last five characters are random."
     )
     return Table(columns, rows, note, words=(3,))
+
+
+def _join_series(honor_labels: bool) -> tuple[dict[str, str], dict[str, str]]:
+    """Labels of pod 0's training series and of one of its GPUs' series.
+
+    The training target's labels are those the PodMonitor gives (its ``job`` by
+    :func:`aiinfra.cloud.scrape.target_job`); the GPU's are dcgm-exporter's pod
+    labels under the names :func:`aiinfra.cloud.scrape.dcgm_series_labels` gives
+    them, beside the exporter target's own ``namespace`` and ``pod``.
+    """
+    job = _reference_job()
+    objects = RENDERERS["jobset"](job)
+    monitor = objects[-1]
+    labels = objects[0]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"][
+        "metadata"
+    ]["labels"]
+    pod = job.head_host("jobset").split(".")[0] + "-<random>"
+    train = {
+        "job": scrape.target_job(monitor, labels),
+        "namespace": job.namespace,
+        "pod": pod,
+    }
+    service = scrape.dcgm_service_monitor(honor_labels=honor_labels)
+    exporter = {
+        "namespace": service["metadata"]["namespace"],
+        "pod": f"{scrape.DCGM_CHART}-<random>",
+    }
+    names = scrape.dcgm_series_labels(service)
+    gpu_pod = {"pod": pod, "namespace": job.namespace, "container": CONTAINER}
+    gpu = dict(zip(names, gpu_pod.values(), strict=True))
+    for name, value in exporter.items():
+        gpu.setdefault(name, value)  # the target's own label, unless honoured away
+    return train, gpu
+
+
+def join_figure() -> Figure:
+    """The ``and on (namespace, pod)`` join with and without ``honorLabels``."""
+    fig = Figure(figsize=(10, 4.8), layout="constrained")
+    axes = fig.subplots(1, 2)
+    fig.suptitle(f"and on ({', '.join(scrape.JOIN_LABELS)})", family="monospace")
+    for ax, honor in zip(axes, (True, False), strict=True):
+        train, gpu = _join_series(honor)
+        ax.set_title(
+            f"honorLabels: {str(honor).lower()}", fontsize=11, family="monospace"
+        )
+        ax.text(0.02, 0.92, "the job's series", fontsize=10, color="#3182bd")
+        ax.text(0.02, 0.5, "its GPUs' series", fontsize=10, color="#31a354")
+        rows = {}
+        for y0, labels, color in ((0.84, train, "#3182bd"), (0.42, gpu, "#31a354")):
+            for i, (name, value) in enumerate(labels.items()):
+                y = y0 - i * 0.07
+                ax.text(
+                    0.04,
+                    y,
+                    f"{name}={value}",
+                    fontsize=9,
+                    family="monospace",
+                    color=color,
+                )
+                rows.setdefault(name, []).append(y)
+        matched = all(train[k] == gpu.get(k) for k in scrape.JOIN_LABELS)
+        for name in scrape.JOIN_LABELS:
+            (y_train, *rest) = rows[name]
+            if not rest:
+                continue
+            same = train[name] == gpu[name]
+            ax.annotate(
+                "",
+                xy=(0.015, rest[0] + 0.02),
+                xytext=(0.015, y_train + 0.02),
+                arrowprops={
+                    "arrowstyle": "<->",
+                    "color": "#31a354" if same else "#d62728",
+                    "connectionstyle": "arc3,rad=0.35",
+                },
+            )
+        ax.text(
+            0.5,
+            0.02,
+            "match: the job's GPUs are kept"
+            if matched
+            else "no match: the join keeps nothing",
+            ha="center",
+            fontsize=10,
+            color="#31a354" if matched else "#d62728",
+        )
+        ax.set_xlim(-0.15, 1)
+        ax.set_ylim(0, 1)
+        ax.axis("off")
+    return fig
