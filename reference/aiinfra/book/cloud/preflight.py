@@ -152,14 +152,16 @@ def preflight_figure() -> Figure:
 
 def dcgm_table() -> Table:
     """NVIDIA DCGM's diagnostic levels: duration, what each adds, when to run it."""
-    rows = [list(level) for level in DCGM_LEVELS]
+    rows = [[level, *rest] for level, _, *rest in DCGM_LEVELS]
+    aliases = ", ".join(alias for _, alias, *_ in DCGM_LEVELS)
     return Table(
-        ["level", "dcgmi name", "duration", "adds", "when"],
+        ["level", "duration", "adds", "when"],
         rows,
-        note="Each level also runs everything of the levels before it. Durations: "
-        "the dcgmi diag reference; tests: DCGM's source (FillTestVectors); when: "
-        "the DCGM user guide.",
-        words=(2, 3, 4),
+        note="Each level also runs everything of the levels before it; dcgmi diag -r "
+        f"also takes the names {aliases} for levels 1 to {len(DCGM_LEVELS)}. "
+        "Durations: the dcgmi diag reference; tests: DCGM's source "
+        "(FillTestVectors); when: the DCGM user guide.",
+        words=(1, 2, 3),
     )
 
 
