@@ -89,3 +89,12 @@ def test_the_committed_run_flags_the_planted_ranks():
     assert res["replicas"]["disagree"] == [faults["sdc"]]
     assert res["gemm"]["stragglers"] == [faults["slow"]]
     assert all(res["all_reduce"]["exact"])
+
+
+def test_the_command_refuses_a_bad_inject_before_spawning(capsys):
+    from aiinfra import cli
+
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["preflight", "--ranks", "2", "--inject", "slow:2"])
+    assert exit_.value.code == 2
+    assert "inject rank must be in 0..1" in capsys.readouterr().err

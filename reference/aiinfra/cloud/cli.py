@@ -394,8 +394,15 @@ def run_preflight(args: argparse.Namespace) -> int:
         body = run(cfg)
     res = save(args, "preflight", body, backend=cfg.backend, world_size=cfg.ranks)
     show(args, preflight_tables(res), res)
-    # A planted fault is the demonstration: it is found, the run succeeded.
-    return 0 if res["healthy"] or cfg.inject else 1
+    # With faults planted, success is each one flagged on its rank; else, health.
+    faults = cfg.faults()
+    if not faults:
+        return 0 if res["healthy"] else 1
+    found = {
+        "sdc": res["gemm"]["sdc_ranks"] == [faults.get("sdc")],
+        "slow": res["gemm"]["stragglers"] == [faults.get("slow")],
+    }
+    return 0 if all(found[f] for f in faults) else 1
 
 
 # The repository's training image, when the package runs from its repository.
