@@ -15,14 +15,14 @@ from matplotlib.figure import Figure
 
 from aiinfra import results
 from aiinfra.cloud.preflight import config
-from aiinfra.cloud.preflight.dcgm import DCGM_LEVELS
+from aiinfra.cloud.preflight.dcgm import DCGM_LEVELS, LEVEL_MINUTES
 from aiinfra.hardware import reliability as rel
 from aiinfra.report import Table
 
 __all__ = [
-    "check_cost_pct",
     "checksum_delta",
     "dcgm_table",
+    "level_cost_pct",
     "measured_busbw",
     "preflight_figure",
     "preflight_table",
@@ -182,10 +182,11 @@ def sdc_share_pct() -> float:
     return p
 
 
-def check_cost_pct(minutes: float) -> float:
-    """A check of ``minutes`` at every restart, % of Llama 3's time between failures.
+def level_cost_pct(level: int) -> float:
+    """DCGM level ``level`` at every restart, % of Llama 3's time between failures.
 
-    The time between failures is that between unexpected interruptions.
+    The level's usual minutes (:data:`~aiinfra.cloud.preflight.dcgm.LEVEL_MINUTES`)
+    over the time between Llama 3's unexpected interruptions.
     """
     mtbf_minutes = 60 * rel.interruption_rates(rel.LLAMA3_405B).job_mtbf_hours
-    return 100 * minutes / mtbf_minutes
+    return 100 * LEVEL_MINUTES[level] / mtbf_minutes

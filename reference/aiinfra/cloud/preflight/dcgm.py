@@ -14,6 +14,9 @@ epilogue after a failure, levels 3 and 4 by an administrator as a post-mortem.
 
 from __future__ import annotations
 
+#: Minutes a level normally lasts, where the dcgmi diag reference gives a figure.
+LEVEL_MINUTES = {2: 2, 3: 15}
+
 #: ``(level, alias, duration, tests the level adds, when an operator runs it)``.
 DCGM_LEVELS: tuple[tuple[int, str, str, str, str], ...] = (
     (
@@ -28,14 +31,14 @@ DCGM_LEVELS: tuple[tuple[int, str, str, str, str], ...] = (
     (
         2,
         "medium",
-        "about 2 minutes",
+        f"about {LEVEL_MINUTES[2]} minutes",
         "memory (allocate and check GPU memory), pcie (PCIe and NVLink transfers)",
         "epilogue: after a failed job, once the GPUs are idle",
     ),
     (
         3,
         "long",
-        "about 15 minutes",
+        f"about {LEVEL_MINUTES[3]} minutes",
         "diagnostic (GEMM burn-in, results compared), targeted stress, targeted "
         "power, memory bandwidth, nvbandwidth, nccl-tests",
         "post-mortem: isolating a suspected fault, before returning a node",
