@@ -287,8 +287,8 @@ def test_chapter_commands_are_found_without_a_list():
         len(importlib.import_module(m).COMMANDS) for m in cli.chapter_clis()
     )
     # 16, then roofline, budget, storage, hangs, k8s render, k8s monitoring, restart,
-    # container, list, bench hf-checkpoints, kv, k8s kueue, evict
-    assert len(cli.commands()) == n_commands == 29
+    # container, list, bench hf-checkpoints, kv, k8s kueue, evict, preflight
+    assert len(cli.commands()) == n_commands == 30
 
 
 def _require_calls() -> set[tuple[str, str]]:

@@ -82,7 +82,7 @@ def test_nox_gets_one_command_per_kind_and_machine():
         *("collectives", "ring", "ddp", "zero", "attention", "moe", "decode"),
         *("phases", "engine", "speculative", "roofline", "quant-eval", "kv-eviction"),
         *("distillation", "scaling-fit", "hf-checkpoints", "storage", "hangs"),
-        *("restart", "container"),
+        *("restart", "preflight", "container"),
         "engine_hf",  # the engine against transformers
     ]
     for (kind, _), command in zip(cpu_kinds, cpu, strict=True):

@@ -149,6 +149,12 @@ KINDS: dict[str, Kind] = {
     "hangs": Kind("hangs", ("aiinfra", "comm", "hangs"), {"gloo": ()}),
     # A worker killed under torchrun: the restart and the resume (cloud/restarts.rst).
     "restart": Kind("restart", ("aiinfra", "bench", "restart"), {"gloo": ()}),
+    # Pre-flight checks with an SDC and a straggler planted (cloud/preflight.rst).
+    "preflight": Kind(
+        "preflight",
+        ("aiinfra", "preflight", "--inject", "sdc:1", "slow:2"),
+        {"gloo": ("--backend", "gloo", "--ranks", "4")},
+    ),
     # Namespaces, and the training image's Python layer replayed (cloud/containers.rst).
     "container": Kind("container", ("aiinfra", "bench", "container"), {"cpu": ()}),
     # The engine against transformers on one checkpoint: offline paths, both

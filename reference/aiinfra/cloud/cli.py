@@ -338,6 +338,73 @@ def run_bench_restart(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_preflight(parser: argparse.ArgumentParser) -> None:
+    """Flags of ``aiinfra preflight`` (each a field of the config)."""
+    from aiinfra.cloud.preflight.config import BACKENDS, PreflightConfig
+
+    add_config_flags(parser, PreflightConfig, choices={"backend": BACKENDS})
+    add_output_flags(parser, measures=True)
+
+
+def preflight_tables(res: dict) -> dict:
+    """What ``aiinfra preflight`` found, one row per rank."""
+    from aiinfra.report import Table
+
+    ar, gemm, rep = res["all_reduce"], res["gemm"], res["replicas"]
+    rows = [
+        [
+            rank,
+            "exact" if ar["exact"][rank] else "WRONG",
+            round(gemm["seconds"][rank] * 1e3, 3),
+            round(gemm["seconds"][rank] / gemm["median"], 2),
+            "SDC" if rank in gemm["sdc_ranks"] else "same bits",
+            "STRAGGLER" if rank in gemm["stragglers"] else "ok",
+            "DIFFERS" if rank in rep["disagree"] else "same",
+        ]
+        for rank in range(res["config"]["ranks"])
+    ]
+    verdict = "healthy" if res["healthy"] else "NOT healthy"
+    per_rank = Table(
+        [
+            "rank",
+            "all-reduce sum",
+            "GEMM (ms)",
+            "x median",
+            "GEMM bits",
+            "speed",
+            "replica checksum",
+        ],
+        rows,
+        note=f"All-reduce bus bandwidth {ar['busbw']:.2f} GB/s (floor "
+        f"{res['config']['min_busbw']} GB/s); straggler above "
+        f"{res['config']['straggler_ratio']} x the median; faults planted: "
+        f"{res['faults'] or 'none'}. Verdict: {verdict}.",
+    )
+    return {"Each rank's checks": per_rank}
+
+
+def run_preflight(args: argparse.Namespace) -> int:
+    """Check the flags, spawn the ranks, print each rank's verdict; 1 if unhealthy."""
+    from aiinfra import progress
+    from aiinfra.cloud.preflight.config import PreflightConfig
+    from aiinfra.cloud.preflight.run import run_preflight as run
+
+    cfg = config_from(args, PreflightConfig)
+    with progress.waiting(f"{cfg.ranks} ranks' checks", 5):
+        body = run(cfg)
+    res = save(args, "preflight", body, backend=cfg.backend, world_size=cfg.ranks)
+    show(args, preflight_tables(res), res)
+    # With faults planted, success is each one flagged on its rank; else, health.
+    faults = cfg.faults()
+    if not faults:
+        return 0 if res["healthy"] else 1
+    found = {
+        "sdc": res["gemm"]["sdc_ranks"] == [faults.get("sdc")],
+        "slow": res["gemm"]["stragglers"] == [faults.get("slow")],
+    }
+    return 0 if all(found[f] for f in faults) else 1
+
+
 # The repository's training image, when the package runs from its repository.
 REPO = Path(__file__).resolve().parents[3]
 
@@ -442,5 +509,14 @@ COMMANDS = (
         add_bench_restart,
         run_bench_restart,
         runs="two torchrun jobs of 2 workers, one with a worker killed; about 20 s",
+    ),
+    Command(
+        "preflight",
+        None,
+        "pre-flight checks of a node: all-reduce, GEMM burn-in, stragglers, SDC",
+        add_preflight,
+        run_preflight,
+        runs="spawned ranks run an all-reduce, a GEMM burn-in and a replica "
+        "checksum; seconds",
     ),
 )
