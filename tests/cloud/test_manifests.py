@@ -14,7 +14,6 @@ from pathlib import Path
 import aiinfra.cli
 import aiinfra.cloud.kueue as kueue
 import aiinfra.cloud.manifests as k8s
-import aiinfra.cloud.preview as preview
 import jsonschema
 import kubernetes_validate
 import pytest
@@ -283,6 +282,8 @@ def render(argv: list[str], monkeypatch) -> int:
         (["--min-nodes", "4", "--max-nodes", "2"], "--min-nodes must be in 1..nodes"),
         (["--name", "Bad_Name"], "--name must be a DNS-1035 label"),
         (["--kind", "volcano", "--queue", "q"], "queue must be None"),
+        (["--kind", "trainjob"], "--metrics-port must be None for a TrainJob"),
+        (["--compute-domain", "Bad_Name"], "--compute-domain must be a DNS-1123"),
     ],
 )
 def test_cli_refuses_bad_flags_with_status_2_and_writes_nothing(
@@ -300,7 +301,10 @@ def test_deploy_files_are_what_the_cli_renders_now(tmp_path, monkeypatch):
     assert render(["--kind", "jobset", "--rdma", "--out", str(tmp_path)], None) == 0
     tas = ["--queue", "team-a", "--topology-level", "cloud.provider.com/topology-rack"]
     assert render(["--kind", "jobset", *tas, "--out", str(tmp_path)], None) == 0
-    assert preview.main([str(tmp_path)]) == 0  # the TrainJob and the IMEX JobSet
+    imex = ["--compute-domain", k8s.REFERENCE_COMPUTE_DOMAIN]
+    assert render(["--kind", "jobset", *imex, "--out", str(tmp_path)], None) == 0
+    train = ["--kind", "trainjob", "--metrics-port", "0"]
+    assert render([*train, "--out", str(tmp_path)], None) == 0
     written = sorted(p.name for p in tmp_path.iterdir())
     assert written == sorted(p.name for p in deploy.iterdir())
     assert written == [

@@ -16,9 +16,8 @@ Two newer ways to run the same pods are rendered beside them: Kubeflow Trainer v
 ``TrainJob``, which names a ``ClusterTrainingRuntime`` (the pod's shape) and supplies
 only the trainer's image, command and sizes (:func:`trainjob`); and, for a
 multi-node NVLink rack, a ``ComputeDomain`` of NVIDIA's DRA driver whose IMEX channel
-each pod claims through Dynamic Resource Allocation (:func:`compute_domain`). Neither
-has a flag of ``aiinfra k8s render`` yet: ``python -m aiinfra.cloud.preview OUT``
-writes their files.
+each pod claims through Dynamic Resource Allocation (:func:`compute_domain`):
+``aiinfra k8s render --kind trainjob`` and ``--compute-domain NAME``.
 """
 
 from __future__ import annotations
@@ -467,5 +466,5 @@ def to_yaml(objects: list[Object]) -> str:
     return yaml.safe_dump_all(objects, sort_keys=False, default_flow_style=False)
 
 
-#: The ComputeDomain of the reference IMEX job (:mod:`aiinfra.cloud.preview`).
+#: The ComputeDomain of the reference IMEX job (``deploy/k8s/jobset-imex.yaml``).
 REFERENCE_COMPUTE_DOMAIN = "aiinfra-train-imex"
