@@ -115,6 +115,12 @@ ALLOWED: tuple[Allowed, ...] = (
     ),
     Allowed("cloud.po", "job", "Job", "Volcano's Job kind, a cell of the CRD table"),
     Allowed(
+        "cloud.po",
+        "job",
+        "job=aiinfra-train",
+        "a Prometheus label and its value, drawn as the series carries it",
+    ),
+    Allowed(
         "communication.po",
         "job",
         "is a job for",

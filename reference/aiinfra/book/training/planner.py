@@ -299,7 +299,7 @@ def table4_chunks() -> int:
 #: The ranking job of the GEMM section: ``aiinfra plan --model llama-3-405b --gpu
 #: h100 --gpus 16384 --global-batch 2M --seq 8192``, constant against by shape.
 GEMM_JOB = ("llama-3-405b", 16384, 2**21)
-GEMM_TOP = 8  # rows of the ranking table
+GEMM_TOP = 6  # rows of the ranking table (one slide)
 GEMM_COMPARE_TOP = 16  # the rows of the command: how many of them changed
 #: (n, k) of the figure's curves: Llama 3 405B's QKV, W_o and gate-and-up GEMMs
 #: on one rank at tp = 8 (h = 16384, (128 + 2 x 8) x 128 / 8 = 2304 outputs,
@@ -389,20 +389,18 @@ def gemm_rank_table() -> Table:
                 i,
                 j,
                 f"{lay.dp} x {lay.tp} x {lay.pp} x {lay.cp}",
-                lay.zero,
-                lay.micro_batch,
-                lay.v,
+                f"{lay.zero} / {lay.micro_batch} / {lay.v}",
                 lay.micro_batch * PLAN_SEQ // lay.cp,
                 round(100 * matmul_efficiency(_gemm_job(), lay), 1),
                 round(100 * q.time.mfu, 1),
                 round(100 * p.time.mfu, 1),
             ]
         )
-    columns = ["by shape", "constant", "dp x tp x pp x cp", "ZeRO", "b", "v"]
+    columns = ["by shape", "constant", "dp x tp x pp x cp", "ZeRO / b / v"]
     columns += ["tokens per rank", "matmul efficiency (%)"]
     columns += ["MFU constant (%)", "MFU by shape (%)"]
     note = (
-        "Cost model, not a measurement. Places: rank among all feasible layouts "
+        "Cost model, not a measurement. Places: position among all feasible layouts "
         "under each pricing. Matmul efficiency: the step's matmul FLOPs over "
         "their modelled time at dense BF16 peak (linear layers by GEMM shape, "
         "the attention core at the constant)."
