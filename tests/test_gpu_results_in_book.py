@@ -12,7 +12,7 @@ import pytest
 from aiinfra import results
 from aiinfra.book.hardware import roofline
 from aiinfra.book.models import flash_attention
-from aiinfra.book.training import ddp
+from aiinfra.book.training import ddp, planner
 
 GPU = "NVIDIA H200"
 
@@ -107,3 +107,42 @@ def test_an_attention_gpu_file_becomes_a_table_stamped_with_the_gpu(data):
     assert [r[0] for r in table.rows] == ["standard", "sdpa"]
     assert [r[-1] for r in table.rows] == [50.0, 310.0]
     assert table.fields["machine"] == GPU and table.fields["head_dim"] == 128
+
+
+def test_a_roofline_gpu_file_puts_its_matmuls_beside_the_gemm_model(data):
+    from aiinfra.plan import gemm
+
+    shapes = [(1536, 8192, 8192), (1537, 8192, 8192)]
+
+    def h200_matmuls(doc):  # times the model itself gives, 10 % slower
+        doc["matmuls"] = [
+            {
+                "m": m,
+                "k": k,
+                "n": n,
+                "dtype": "bfloat16",
+                "seconds": 1.1 * gemm.gemm_seconds(m, n, k, "H200"),
+            }
+            for m, n, k in shapes
+        ] + [{"m": 8, "k": 8, "n": 8, "dtype": "float32", "seconds": 1.0}]
+
+    assert planner.gemm_measured_table() is None  # no GPU file: nothing shown
+    _as_gpu(data, "roofline-cpu.json", "roofline-cuda.json", "cuda", h200_matmuls)
+    table = planner.gemm_measured_table()
+    assert [r[0] for r in table.rows] == ["1536 x 8192 x 8192", "1537 x 8192 x 8192"]
+    for (m, n, k), row in zip(shapes, table.rows, strict=True):
+        assert row[1] == round(
+            2 * m * n * k / (1.1 * gemm.gemm_seconds(m, n, k, "H200")) / 1e12, 1
+        )
+        assert row[3] == pytest.approx(1 / 1.1, abs=0.01)
+    # the spilled row runs a whole wave more: slower per FLOP, measured and modelled
+    assert table.rows[1][2] < table.rows[0][2]
+    assert table.fields["machine"] == GPU
+
+
+def test_a_gpu_the_gemm_model_does_not_know_shows_nothing(data):
+    def unknown(doc):
+        doc["stamp"]["gpu"] = "Some Accelerator X1"
+
+    _as_gpu(data, "roofline-cpu.json", "roofline-cuda.json", "cuda", unknown)
+    assert planner.gemm_measured_table() is None

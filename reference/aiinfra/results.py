@@ -122,6 +122,10 @@ KINDS: dict[str, Kind] = {
             "cuda": (
                 *("--device", "cuda", "--dtypes", "bfloat16", "--stream-mib", "1024"),
                 *("--square", "2048,4096,8192", "--d-model", "8192", "--d-ff", "28672"),
+                # decode's thin rows, and a wave filled, then spilled by one row
+                # (m x 8192 x 8192: 1536 rows are 3 waves of the GEMM model on an
+                # H100 or H200, 1537 are 4; training/planner.rst)
+                *("--skinny", "1,16,64,1536,1537,4096"),
                 *("--prefill-tokens", "4096", "--heads", "32", "--head-dim", "128"),
                 *("--seq-len", "8192", "--context", "131072"),
             ),

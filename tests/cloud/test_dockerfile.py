@@ -57,12 +57,16 @@ def test_hadolint_does_flag_a_careless_dockerfile(tmp_path):
     assert {"DL3007", "DL3013"} <= codes  # latest tag; unpinned pip package
 
 
-def test_every_base_image_is_pinned_to_a_release():
+def test_every_base_image_is_pinned_to_a_release_and_a_digest():
+    args = dict(a.split()[0].split("=", 1) for a in _instructions("ARG") if "=" in a)
     bases = [b.split()[0] for b in _instructions("FROM")]
-    assert len(bases) == 2  # build, then runtime
+    bases = [re.sub(r"\$\{(\w+)\}", lambda m: args[m[1]], b) for b in bases]
+    assert len(bases) == 2 and len(set(bases)) == 1  # build, then runtime: one base
     for base in bases:
-        name, _, tag = base.partition(":")
+        name, _, rest = base.partition(":")
+        tag, _, digest = rest.partition("@")
         assert tag and tag != "latest" and re.search(r"\d", tag), base
+        assert re.fullmatch(r"sha256:[0-9a-f]{64}", digest), base
 
 
 def test_torch_is_the_version_the_book_is_tested_with():

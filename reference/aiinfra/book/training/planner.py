@@ -13,6 +13,7 @@ import functools
 
 from matplotlib.figure import Figure
 
+from aiinfra import results
 from aiinfra.accelerators import GPUS
 from aiinfra.plan import figures as plan_figures
 from aiinfra.plan import gemm
@@ -362,6 +363,50 @@ def gemm_figure() -> Figure:
         ("the planner's constant", PLAN_EFFICIENCY),
     ]
     return plan_figures.gemm_efficiency_figure(curves, ms, lines)
+
+
+def _stamped_gpu(name: str | None) -> str | None:
+    """The :data:`~aiinfra.accelerators.GPUS` key a device name contains, or None."""
+    found = [g for g in GPUS if name and g.lower() in name.lower()]
+    return max(found, key=len) if found else None
+
+
+def gemm_measured_table() -> Table | None:
+    """The model beside a GPU's measured BF16 matmuls, or ``None`` (nothing shown).
+
+    Shown where ``python tools/gpu.py run`` left a stamped roofline file
+    (``roofline-cuda.json``) of a GPU the model knows: each BF16 matmul it timed,
+    its measured and its modelled TFLOP/s.
+    """
+    res = results.load_optional("roofline", "cuda")
+    gpu = None if res is None else _stamped_gpu(res["stamp"].get("gpu"))
+    if gpu is None or gpu not in gemm.MAMF_BORROWED.keys() | gemm.MAMF.keys():
+        return None
+    rows = []
+    for r in res["matmuls"]:
+        if r["dtype"] != "bfloat16":
+            continue
+        m, n, k = r["m"], r["n"], r["k"]
+        measured = 2 * m * n * k / r["seconds"]
+        model = gemm.gemm_flops(m, n, k, gpu)
+        rows.append(
+            [
+                f"{m} x {n} x {k}",
+                round(measured / 1e12, 1),
+                round(model / 1e12, 1),
+                round(measured / model, 2),
+            ]
+        )
+    on, fields = results.measured_on(res["stamp"])
+    return Table(
+        ["m x n x k", "measured (TFLOP/s)", "model (TFLOP/s)", "measured / model"],
+        rows,
+        note="BF16 torch.matmul, the fastest of the repeats, against the model of "
+        "aiinfra.plan.gemm for the same GPU.",
+        stamp=on,
+        fields=fields,
+        words=(),
+    )
 
 
 @functools.cache
