@@ -19,12 +19,11 @@ from functools import partial
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from aiinfra import progress
 from aiinfra.infer.kv.eviction import check_budget, streaming_nll
-from aiinfra.infer.quant.evaluate import language_tables
+from aiinfra.infer.quant.evaluate import language_tables, train_lm
 from aiinfra.models.config import TransformerConfig
 from aiinfra.models.transformer import Transformer
 
@@ -104,22 +103,9 @@ def true_nll(table: Tensor, tokens: Tensor, cfg: StreamingEvalConfig) -> float:
 def train_model(
     cfg: StreamingEvalConfig, table: Tensor, g: torch.Generator
 ) -> Transformer:
-    """A Llama-style model trained with AdamW on fresh batches of the language."""
-    model = Transformer(cfg.model)
-    with torch.no_grad():  # GPT-2's init, drawn from the generator
-        for p in (p for p in model.parameters() if p.dim() == 2):
-            p.normal_(0.0, 0.02, generator=g)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
-    for step in progress.track(range(cfg.steps), "training steps"):
-        for group in opt.param_groups:  # cosine decay to 10 %
-            group["lr"] = cfg.lr * (0.55 + 0.45 * math.cos(math.pi * step / cfg.steps))
-        x = sample_copy_language(table, cfg.batch, cfg, g)
-        logits = model(x[:, :-1])  # (B, T-1, V)
-        loss = F.cross_entropy(logits.flatten(0, 1), x[:, 1:].flatten())
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-    return model.eval()
+    """The model of the measurement, trained on fresh batches of the copy language."""
+    sample = partial(sample_copy_language, table, cfg.batch, cfg)
+    return train_lm(cfg.model, cfg.steps, cfg.lr, sample, g)
 
 
 def run_streaming_eval(cfg: StreamingEvalConfig | None = None) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from typing import Any
@@ -110,25 +111,43 @@ def sample_language(
     return tokens  # (n, seq_len)
 
 
-def train_model(
-    cfg: QuantEvalConfig, tables: Tensor, generator: torch.Generator
+def train_lm(
+    model_cfg: TransformerConfig,
+    steps: int,
+    lr: float,
+    sample: Callable[[torch.Generator], Tensor],
+    generator: torch.Generator,
 ) -> Transformer:
-    """A Llama-style model trained with AdamW on fresh batches of the language."""
-    model = Transformer(cfg.model)
+    """A Llama-style model trained with AdamW on fresh batches ``sample(generator)``.
+
+    GPT-2's initialisation, then ``steps`` steps of next-token cross-entropy with
+    the learning rate decaying on a cosine from ``lr`` to a tenth of it; every
+    random draw comes from ``generator``. The small models of the quantization
+    and KV-eviction measurements are trained by it, each on its own language.
+    """
+    model = Transformer(model_cfg)
     with torch.no_grad():  # GPT-2's init, drawn from the generator
         for p in (p for p in model.parameters() if p.dim() == 2):
             p.normal_(0.0, 0.02, generator=generator)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
-    for step in progress.track(range(cfg.steps), "training steps"):
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    for step in progress.track(range(steps), "training steps"):
         for group in opt.param_groups:  # cosine decay to 10 %
-            group["lr"] = cfg.lr * (0.55 + 0.45 * math.cos(math.pi * step / cfg.steps))
-        x = sample_language(tables, cfg.batch, cfg, generator)
+            group["lr"] = lr * (0.55 + 0.45 * math.cos(math.pi * step / steps))
+        x = sample(generator)  # (B, T)
         logits = model(x[:, :-1])  # (B, T-1, V)
         loss = F.cross_entropy(logits.flatten(0, 1), x[:, 1:].flatten())
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
     return model.eval()
+
+
+def train_model(
+    cfg: QuantEvalConfig, tables: Tensor, generator: torch.Generator
+) -> Transformer:
+    """The model of the evaluation, trained on fresh batches of its language."""
+    sample = partial(sample_language, tables, cfg.batch, cfg)
+    return train_lm(cfg.model, cfg.steps, cfg.lr, sample, generator)
 
 
 @torch.no_grad()
