@@ -165,6 +165,11 @@ def dcgm_table() -> Table:
     )
 
 
+def snapshot_days() -> int:
+    """Days of Llama 3 405B's pre-training that its interruption table covers."""
+    return int(rel.LLAMA3_405B.days)
+
+
 def unexpected_interruptions() -> int:
     """Llama 3 405B's unexpected interruptions in the 54-day snapshot."""
     return rel.LLAMA3_405B.unexpected

@@ -60,6 +60,14 @@ def ev_seq_len() -> int:
     return _evict()["config"]["seq_len"]
 
 
+def ev_model(field: str) -> int:
+    """A size of the measured model, ``"n_layers"`` or ``"d_model"``."""
+    model = _evict()["config"]["model"]
+    if field not in ("n_layers", "d_model"):
+        raise ValueError(f"field must be 'n_layers' or 'd_model', got {field!r}")
+    return model[field]
+
+
 def ev_steps() -> int:
     """Training steps of the measured model."""
     return _evict()["config"]["steps"]
